@@ -1,0 +1,24 @@
+# Mooncake-SG. The two commands a newcomer runs: `make demo` and `make test`.
+SHELL := /bin/bash
+ENV := source scripts/env.sh
+DEMO_ARGS ?= --duration 20
+.PHONY: setup demo demo-multi test bench clean
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup                       ## the hot path on the synthetic robot, one process
+	@$(ENV) && python -m robot_agent.stack $(DEMO_ARGS)
+
+demo-multi: setup                 ## the same with one process per expert and the shm cache
+	@$(ENV) && python -m robot_agent.stack --mode multi $(DEMO_ARGS)
+
+test: setup                       ## colcon build + colcon test + colcon test-result
+	@bash scripts/run_tests.sh
+
+bench: setup                      ## hot-path benchmark -> bench/report.json
+	@$(ENV) && python bench/hot_path.py
+
+clean:
+	rm -rf build install log
+	rm -f .venv/.wam-stamps/build

@@ -1,0 +1,15 @@
+# Source me: the environment every make target runs in (venv + ROS wheels + workspace).
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck disable=SC1091
+source "$ROOT/.venv/bin/activate"
+export AMENT_PREFIX_PATH="$ROOT/.venv${AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}"
+# shellcheck disable=SC1091
+source "$ROOT/install/setup.bash"
+export WAM_ROOT="$ROOT"
+export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
+# Keep DDS discovery on this machine.
+export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
+# One intra-op thread per process (the design's fixed thread count): OpenMP pools
+# spinning in several executor threads on 2 cores slow every forward pass by 10-100x.
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# colcon build, colcon test, colcon test-result --verbose. Non-zero on any failure
+# and when no test ran at all.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+# shellcheck disable=SC1091
+source scripts/env.sh
+rm -rf build/*/test_results log/latest_test 2>/dev/null
+colcon --log-base log build --base-paths src test --event-handlers console_cohesion- summary+ \
+  --cmake-args -DPython3_EXECUTABLE="$ROOT/.venv/bin/python" -DBUILD_TESTING=OFF || exit 1
+# Sequential: the tests start real DDS participants and processes; in parallel on
+# 2 cores they would measure each other.
+colcon --log-base log test --base-paths src test --executor sequential \
+  --event-handlers console_direct+ --pytest-args -p no:cacheprovider
+test_rc=$?
+summary=$(colcon test-result --test-result-base build --verbose)
+result_rc=$?
+echo "$summary"
+total=$(echo "$summary" | sed -n 's/^Summary: \([0-9]*\) tests.*/\1/p' | tail -1)
+if [ -z "$total" ] || [ "$total" -eq 0 ]; then
+  echo "error: no test ran" >&2
+  exit 1
+fi
+if [ $test_rc -ne 0 ] || [ $result_rc -ne 0 ]; then
+  exit 1
+fi

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# One set-up script: venv + pinned packages + ROS wheel fix + default models + colcon build.
+# Idempotent and fast when nothing changed (each step is skipped on a matching stamp).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+VENV="$ROOT/.venv"
+STAMPS="$VENV/.wam-stamps"
+PY="${PYTHON:-python3}"
+
+say() { printf '[setup] %s\n' "$*"; }
+
+if ! "$PY" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)'; then
+  echo "[setup] error: Python 3.11 is required (the ROS 2 kilted wheels are cp311); found $("$PY" --version 2>&1)" >&2
+  exit 1
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  say "creating virtual environment $VENV"
+  "$PY" -m venv "$VENV"
+fi
+mkdir -p "$STAMPS"
+
+req_hash=$(sha256sum requirements.txt | cut -c1-16)
+if [ "$(cat "$STAMPS/requirements" 2>/dev/null)" != "$req_hash" ]; then
+  say "installing pinned packages (first run takes a few minutes)"
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -q -r requirements.txt
+  echo "$req_hash" > "$STAMPS/requirements"
+  rm -f "$STAMPS/cmake-fix"
+fi
+
+if [ ! -f "$STAMPS/cmake-fix" ]; then
+  "$VENV/bin/python" scripts/fix_ros_wheel_cmake.py "$VENV"
+  touch "$STAMPS/cmake-fix"
+fi
+
+if [ ! -f models/world_expert/manifest.json ] || [ ! -f models/action_expert/manifest.json ]; then
+  say "writing the seeded default models to models/"
+  PYTHONPATH="$ROOT/src/wam_core" "$VENV/bin/python" -m wam_core.default_models --out models
+fi
+
+src_hash=$(find src test -type f \( -name '*.py' -o -name '*.xml' -o -name '*.msg' -o -name '*.action' \
+              -o -name '*.srv' -o -name 'CMakeLists.txt' -o -name 'setup.cfg' -o -name '*.yaml' \) \
+              -not -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+if [ "$(cat "$STAMPS/build" 2>/dev/null)" != "$src_hash" ] || [ ! -f install/setup.bash ]; then
+  say "colcon build"
+  # shellcheck disable=SC1091
+  source "$VENV/bin/activate"
+  export AMENT_PREFIX_PATH="$VENV${AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}"
+  colcon --log-base log build --base-paths src test --event-handlers console_cohesion- summary+ \
+    --cmake-args -DPython3_EXECUTABLE="$VENV/bin/python" -DBUILD_TESTING=OFF
+  echo "$src_hash" > "$STAMPS/build"
+else
+  say "up to date"
+fi

@@ -1,0 +1,259 @@
+"""Bring up the hot path on the synthetic robot: one process (default) or several.
+
+    stack [--mode single|multi] [--duration S] [--config config/wam.yaml] [--json OUT]
+
+single: every node on one MultiThreadedExecutor, in-process representation cache.
+multi:  world and action experts as their own processes sharing the POSIX
+        shared-memory cache; this process runs the robot source and the monitor.
+Prints one live status line and a summary table; --json writes the figures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional
+
+import rclpy
+import rclpy.executors
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.node import Node
+from trajectory_msgs.msg import JointTrajectory
+
+from wam_core.config import load_stack_config
+from wam_util.executors import bring_up, make_executor, spin_slice
+from wam_core.latency import LatencyWindow
+from wam_core.repr_cache import InProcessCache
+
+from .synthetic_robot import SyntheticRobot
+
+
+class Monitor(Node):
+    """Watches what a user would: raw chunks and /diagnostics."""
+
+    def __init__(self):
+        super().__init__('stack_monitor')
+        self.chunks = 0
+        self.holds = 0
+        self.arrival = LatencyWindow(20000)
+        self._last = None
+        self.diag: Dict[str, Dict[str, str]] = {}
+        self.levels: Dict[str, int] = {}
+        self.create_subscription(JointTrajectory, '/action_expert/raw_chunk', self._on_chunk, 50)
+        self.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 50)
+
+    def _on_chunk(self, msg: JointTrajectory) -> None:
+        t = time.perf_counter()
+        if self._last is not None:
+            self.arrival.add((t - self._last) * 1e3)
+        self._last = t
+        if len(msg.points) == 1:
+            self.holds += 1
+        else:
+            self.chunks += 1
+
+    def _on_diag(self, msg: DiagnosticArray) -> None:
+        for st in msg.status:
+            self.diag[st.name] = {kv.key: kv.value for kv in st.values}
+            self.diag[st.name]['_message'] = st.message
+            self.levels[st.name] = st.level[0] if isinstance(st.level, bytes) else int(st.level)
+
+    def find(self, suffix: str) -> Dict[str, str]:
+        for name, values in self.diag.items():
+            if name.endswith(suffix):
+                return values
+        return {}
+
+
+def _die_with_parent() -> None:
+    """Child processes get SIGTERM when the stack dies, even by kill -9: no orphans."""
+    import ctypes
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL('libc.so.6', use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _f(values: Dict[str, str], key: str) -> float:
+    try:
+        return float(values.get(key, 'nan'))
+    except ValueError:
+        return float('nan')
+
+
+class Stack:
+    def __init__(self, mode: str = 'single', config: Optional[str] = None, camera_hz: float = 30.0,
+                 static_scene: bool = False, extra_args: Optional[List[str]] = None):
+        self.mode = mode
+        self.config = config
+        ros_args = ['--ros-args']
+        if config:
+            ros_args += ['--params-file', config]
+        ros_args += ['-p', f'camera_hz:={camera_hz}', '-p', f'static_scene:={str(static_scene).lower()}']
+        ros_args += list(extra_args or [])
+        self._ros_args = ros_args
+        self.procs: List[subprocess.Popen] = []
+        self.world = self.action = None
+        # A 1 ms GIL switch interval keeps the 50 Hz tick from waiting behind the
+        # encoder thread for the default 5 ms.
+        sys.setswitchinterval(0.001)
+        rclpy.init(args=['stack'] + ros_args)
+        self.executor = make_executor()
+        self.robot = SyntheticRobot()
+        self.monitor = Monitor()
+        for n in (self.robot, self.monitor):
+            self.executor.add_node(n)
+        if mode == 'single':
+            self._start_single()
+        elif mode == 'multi':
+            self._start_multi()
+        else:
+            raise ValueError(f'unknown mode {mode!r}')
+
+    def _start_single(self) -> None:
+        from action_expert_node.node import ActionExpertNode
+        from harness_node.node import HarnessNode
+        from world_expert_node.node import WorldExpertNode
+        cfg = load_stack_config(self.config) if self.config else None
+        cache = InProcessCache(cfg.repr_cache.capacity if cfg else 512, cfg.repr_cache.ttl_ms if cfg else 50.0, '')
+        self.cache = cache
+        self.world = WorldExpertNode(cache=cache)
+        self.action = ActionExpertNode(cache=cache)
+        self.harness = HarnessNode()
+        for n in (self.world, self.action, self.harness):
+            self.executor.add_node(n)
+        for n in (self.world, self.action):
+            bring_up(n)
+
+    def _start_multi(self) -> None:
+        args = self._ros_args + ['-p', 'repr_cache.backend:=shm']
+        env = dict(os.environ, PYTHONUNBUFFERED='1')
+        for module in ('world_expert_node.node', 'action_expert_node.node', 'harness_node.node'):
+            self.procs.append(subprocess.Popen([sys.executable, '-m', module] + args, env=env,
+                                               preexec_fn=_die_with_parent))
+            if module.startswith('world'):
+                time.sleep(0.5)      # the writer creates the segment; readers attach lazily anyway
+
+    def spin_for(self, seconds: float, on_status=None, status_every: float = 1.0) -> None:
+        end = time.monotonic() + seconds
+        next_status = time.monotonic() + status_every
+        while time.monotonic() < end:
+            if not rclpy.ok():
+                raise KeyboardInterrupt   # SIGINT/SIGTERM went to rclpy's handler
+            spin_slice(self.executor, min(0.1, max(end - time.monotonic(), 0.0)))
+            if on_status and time.monotonic() >= next_status:
+                next_status += status_every
+                on_status(self)
+            for p in self.procs:
+                if p.poll() is not None:
+                    raise RuntimeError(f'child {p.args[2]} exited with {p.returncode}')
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until chunks flow (multi mode: the children loaded and warmed up)."""
+        end = time.monotonic() + timeout
+        while self.monitor.chunks == 0 and time.monotonic() < end:
+            self.spin_for(0.1)
+        if self.monitor.chunks == 0:
+            raise RuntimeError(f'no chunk within {timeout} s of bring-up')
+
+    def stats(self) -> Dict[str, float]:
+        """Figures from the action expert's and world expert's /diagnostics."""
+        a, w = self.monitor.find(': action expert'), self.monitor.find(': world expert')
+        return {
+            'ticks': _f(a, 'ticks'), 'chunks': _f(a, 'chunks'), 'degraded_ticks': _f(a, 'degraded ticks'),
+            'cache_hit_rate': _f(a, 'cache hit rate'), 'tick_p50': _f(a, 'tick p50 ms'),
+            'tick_p99': _f(a, 'tick p99 ms'), 'tick_max': _f(a, 'tick max ms'),
+            'forward_p50': _f(a, 'forward p50 ms'), 'forward_p99': _f(a, 'forward p99 ms'),
+            'period_p50': _f(a, 'period p50 ms'), 'period_p99': _f(a, 'period p99 ms'),
+            'period_max': _f(a, 'period max ms'), 'frames': _f(w, 'frames'), 'world_calls': _f(w, 'world calls'),
+            'calls_per_frame': _f(w, 'world calls per distinct frame'), 'encode_p50': _f(w, 'encode p50 ms'),
+            'camera_hz': _f(w, 'camera rate Hz'), 'chunk_hz': _f(a, 'chunk rate Hz'),
+        }
+
+    def shutdown(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.executor.shutdown()
+        for n in (self.world, self.action):
+            if n is not None:
+                n.release()
+        for n in list(self.executor.get_nodes()) + [self.robot, self.monitor]:
+            try:
+                n.destroy_node()
+            except Exception:
+                pass
+        rclpy.try_shutdown()
+
+
+def status_line(stack: Stack) -> str:
+    s = stack.stats()
+    a = stack.monitor.find(': action expert')
+    state = a.get('_message', 'starting')
+    return (f"world {s['camera_hz']:4.1f} fps, calls/frame {s['calls_per_frame']:.2f} | chunks {stack.monitor.chunks}"
+            f" holds {stack.monitor.holds} | tick p99 {s['tick_p99']:5.2f} ms | period p99 {s['period_p99']:5.2f} ms"
+            f" | cache hit {s['cache_hit_rate'] * 100:5.1f}% | {state}")
+
+
+def print_summary(stack: Stack, seconds: float) -> None:
+    s = stack.stats()
+    rows = [('mode', stack.mode), ('duration s', f'{seconds:.0f}'), ('camera frames', f"{s['frames']:.0f}"),
+            ('world-expert calls', f"{s['world_calls']:.0f}"),
+            ('world calls per distinct frame', f"{s['calls_per_frame']:.2f}"),
+            ('encode p50 ms', f"{s['encode_p50']:.2f}"),
+            ('ticks', f"{s['ticks']:.0f}"), ('chunks', f"{s['chunks']:.0f}"),
+            ('degraded ticks (holds)', f"{s['degraded_ticks']:.0f}"),
+            ('cache hit rate', f"{s['cache_hit_rate']:.3f}"),
+            ('tick ms p50 / p99 / max', f"{s['tick_p50']:.2f} / {s['tick_p99']:.2f} / {s['tick_max']:.2f}"),
+            ('forward ms p50 / p99', f"{s['forward_p50']:.2f} / {s['forward_p99']:.2f}"),
+            ('period ms p50 / p99 / max', f"{s['period_p50']:.2f} / {s['period_p99']:.2f} / {s['period_max']:.2f}")]
+    width = max(len(k) for k, _ in rows)
+    print('\n' + '-' * (width + 24))
+    for k, v in rows:
+        print(f'{k:<{width}}  {v}')
+    print('-' * (width + 24))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--mode', choices=['single', 'multi'], default='single')
+    ap.add_argument('--duration', type=float, default=20.0, help='seconds to run after bring-up')
+    ap.add_argument('--config', default=os.environ.get('WAM_CONFIG', 'config/wam.yaml'))
+    ap.add_argument('--camera-hz', type=float, default=30.0)
+    ap.add_argument('--static-scene', action='store_true', help='publish the same frame forever')
+    ap.add_argument('--json', help='write the final figures here')
+    args = ap.parse_args(argv)
+    if not os.path.exists(args.config):
+        ap.error(f'config file {args.config} not found')
+    tty = sys.stdout.isatty()
+
+    def show(stack):
+        line = status_line(stack)
+        print(('\r' + line) if tty else line, end='' if tty else '\n', flush=True)
+
+    stack = Stack(args.mode, args.config, args.camera_hz, args.static_scene)
+    try:
+        stack.wait_ready()
+        stack.spin_for(args.duration, show, 1.0 if tty else 5.0)
+        stack.spin_for(1.2)          # one more diagnostics round with the final counters
+        print_summary(stack, args.duration)
+        if args.json:
+            with open(args.json, 'w') as fh:
+                json.dump(stack.stats(), fh, indent=2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stack.shutdown()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,25 @@
+from setuptools import find_packages, setup
+
+package_name = 'wam_core'
+
+setup(
+    name=package_name,
+    version='0.1.0',
+    packages=find_packages(exclude=['test']),
+    data_files=[
+        ('share/ament_index/resource_index/packages', ['resource/' + package_name]),
+        ('share/' + package_name, ['package.xml']),
+    ],
+    install_requires=['setuptools'],
+    zip_safe=True,
+    maintainer='Mooncake-SG developers',
+    maintainer_email='dev@mooncake-sg.invalid',
+    description='ROS-free core of Mooncake-SG',
+    license='Apache-2.0',
+    extras_require={'test': ['pytest']},
+    entry_points={
+        'console_scripts': [
+            'write_default_models = wam_core.default_models:main',
+        ],
+    },
+)

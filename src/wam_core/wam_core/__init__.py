@@ -1,0 +1,1 @@
+"""Mooncake-SG core: everything that is not ROS. Never import rclpy here."""

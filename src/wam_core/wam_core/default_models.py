@@ -1,0 +1,56 @@
+"""Write deterministic, seeded default model directories (no download needed).
+
+    python -m wam_core.default_models --out models [--seed 0]
+
+Each directory gets config.json, model.safetensors and manifest.json (sha256 of
+each file, name, version). The action expert's manifest names the world-expert
+version it pairs with; readers refuse representations of any other version.
+A later training step overwrites these with trained weights.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+from transformers import ViTModel
+
+from .action_expert import ActionExpert, ActionExpertConfig
+from .config import DEFAULT_JOINT_NAMES
+from .manifest import write_manifest
+from .world_expert import default_world_config
+
+WORLD_NAME = 'wam-world-vit-tiny'
+ACTION_NAME = 'wam-action-xattn'
+
+
+def write_default_models(out: str, seed: int = 0, joints: int = len(DEFAULT_JOINT_NAMES)) -> dict:
+    version = f'default-seed{seed}'
+    world_dir, action_dir = os.path.join(out, 'world_expert'), os.path.join(out, 'action_expert')
+    torch.manual_seed(seed)
+    world = ViTModel(default_world_config(), add_pooling_layer=False)
+    world.save_pretrained(world_dir)
+    write_manifest(world_dir, WORLD_NAME, version, {'seed': seed, 'trained': False})
+    torch.manual_seed(seed + 1)
+    cfg = ActionExpertConfig(repr_dim=world.config.hidden_size, num_joints=joints)
+    action = ActionExpert(cfg)
+    action.save_pretrained(action_dir)
+    write_manifest(action_dir, ACTION_NAME, version,
+                   {'seed': seed, 'trained': False, 'world_version': version,
+                    'joint_names': list(DEFAULT_JOINT_NAMES[:joints])})
+    return {'world_dir': world_dir, 'action_dir': action_dir, 'version': version}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--out', default='models')
+    ap.add_argument('--seed', type=int, default=0)
+    args = ap.parse_args(argv)
+    info = write_default_models(args.out, args.seed)
+    print(f"default models written: {info['world_dir']}, {info['action_dir']} (version {info['version']})")
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""World expert: /camera/image_raw -> encode once -> representation cache -> descriptor.
+
+A managed (lifecycle) node. configure: verify the manifest and load the model and
+the cache; activate: warm up, then subscribe; deactivate: stop taking frames.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import torch
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.lifecycle import Node as LifecycleNode
+from rclpy.lifecycle import State, TransitionCallbackReturn
+from rclpy.qos import HistoryPolicy, QoSProfile, qos_profile_sensor_data
+from sensor_msgs.msg import Image
+from wam_interfaces.msg import RepresentationDescriptor
+
+from wam_core import ros_convert as rc
+from wam_util.executors import run_node
+from wam_util.params import declare_stack_config, read_stack_config
+from wam_core.config import ConfigError, resolve_path
+from wam_core.image import ImageError
+from wam_core.latency import RateMeter
+from wam_core.manifest import ManifestError
+from wam_core.repr_cache import CacheError, open_cache_writer
+from wam_core.world_expert import WorldExpert, resolve_precision
+
+
+class WorldExpertNode(LifecycleNode):
+    def __init__(self, name: str = 'world_expert', cache=None, **kwargs):
+        super().__init__(name, **kwargs)
+        declare_stack_config(self)
+        self.declare_parameter('camera_topic', '/camera/image_raw')
+        self.declare_parameter('expected_camera_hz', 30.0)
+        self._shared_cache = cache          # in-process bring-up passes the cache object
+        self.cache = None
+        self.expert = None
+        self.encoder = None
+        self._sub = None
+        self._pub = None
+        self._diag_timer = None
+        self._frame_rate = RateMeter()
+        self.ready = False
+        # Frames are encoded on a worker thread, newest first (a frame that arrives
+        # while one is encoding replaces any waiting one): the executor thread never
+        # blocks on the encoder, so in single-process mode the 50 Hz tick keeps time.
+        self._pending = None
+        self._wake = threading.Condition()
+        self._worker = None
+        self._running = False
+        self.dropped = 0
+        self._diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+
+    # lifecycle ----------------------------------------------------------------
+    def on_configure(self, state: State) -> TransitionCallbackReturn:
+        from wam_core.world_service import FrameEncoder
+        try:
+            self.cfg = read_stack_config(self)
+            torch.set_num_threads(self.cfg.runtime.num_threads)
+            model_dir = resolve_path(self.cfg.experts.world.model_dir)
+            self.expert = WorldExpert(model_dir, resolve_precision(self.cfg.runtime.precision))
+            if self._shared_cache is not None:
+                self._shared_cache.set_model_version(self.expert.version)
+                self.cache = self._shared_cache
+            else:
+                self.cache = open_cache_writer(self.cfg.repr_cache, self.expert.version, self.expert.shape,
+                                               logger=self.get_logger().warning)
+        except (ManifestError, CacheError, ConfigError, OSError, ValueError) as exc:
+            self.get_logger().error(f'configure failed: {exc}')
+            return TransitionCallbackReturn.FAILURE
+        self.encoder = FrameEncoder(self.expert, self.cache, self.cfg.runtime.timeout_world_ms)
+        self._pub = self.create_lifecycle_publisher(RepresentationDescriptor, '/world_expert/representation', 10)
+        self.get_logger().info(f'world expert {self.expert.manifest.name} version {self.expert.version} '
+                               f'loaded from {model_dir}, cache backend {self.cache.backend}')
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: State) -> TransitionCallbackReturn:
+        mean_s = self.expert.warmup(self.cfg.runtime.warmup_requests)
+        qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
+                         reliability=qos_profile_sensor_data.reliability,
+                         durability=qos_profile_sensor_data.durability)
+        self._sub = self.create_subscription(Image, self.get_parameter('camera_topic').value, self._on_image, qos)
+        self._diag_timer = self.create_timer(1.0, self._publish_diagnostics)
+        self._running = True
+        self._worker = threading.Thread(target=self._encode_loop, name='world_encoder', daemon=True)
+        self._worker.start()
+        self.ready = True
+        self.get_logger().info(f'ready: warm-up {self.cfg.runtime.warmup_requests} encodes, {mean_s * 1e3:.2f} ms each')
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: State) -> TransitionCallbackReturn:
+        self.ready = False
+        if self._sub is not None:
+            self.destroy_subscription(self._sub)
+            self._sub = None
+        self._stop_worker()
+        return super().on_deactivate(state)
+
+    def _stop_worker(self) -> None:
+        with self._wake:
+            self._running = False
+            self._wake.notify()
+        if self._worker is not None and self._worker is not threading.current_thread():
+            self._worker.join(timeout=2.0)
+        self._worker = None
+
+    def on_cleanup(self, state: State) -> TransitionCallbackReturn:
+        self.release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: State) -> TransitionCallbackReturn:
+        self.release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def release(self) -> None:
+        self.ready = False
+        self._stop_worker()
+        if self._diag_timer is not None:
+            self.destroy_timer(self._diag_timer)
+            self._diag_timer = None
+        if self.cache is not None and self._shared_cache is None:
+            self.cache.close()           # unlinks the shared-memory segment
+        self.cache = None
+
+    # hot path -----------------------------------------------------------------
+    def _on_image(self, msg: Image) -> None:
+        self._frame_rate.tick(time.monotonic())
+        with self._wake:
+            if self._pending is not None:
+                self.dropped += 1
+            self._pending = msg
+            self._wake.notify()
+
+    def _encode_loop(self) -> None:
+        torch.set_num_threads(self.cfg.runtime.num_threads)   # per-thread in OpenMP builds
+        while True:
+            with self._wake:
+                while self._pending is None and self._running:
+                    self._wake.wait()
+                if not self._running:
+                    return
+                msg, self._pending = self._pending, None
+            try:
+                self._encode(msg)
+            except Exception as exc:          # never let one frame kill the encoder
+                self.get_logger().error(f'encode failed: {exc!r}', throttle_duration_sec=1.0)
+
+    def _encode(self, msg: Image) -> None:
+        stamp_ns = rc.stamp_to_ns(msg.header.stamp)
+        try:
+            out = self.encoder.process(msg.encoding, msg.height, msg.width, msg.step, msg.data, stamp_ns)
+        except ImageError as exc:
+            self.get_logger().warning(f'rejected camera frame: {exc}', throttle_duration_sec=1.0)
+            return
+        e = out.entry
+        d = RepresentationDescriptor()
+        d.header.stamp = msg.header.stamp
+        d.header.frame_id = msg.header.frame_id
+        d.key, d.model_version = e.key, e.version
+        d.backend, d.segment = self.cache.backend, getattr(self.cache, 'segment', '')
+        d.slot, d.sequence, d.epoch = e.slot, e.sequence, e.epoch
+        d.shape, d.dtype = list(e.shape), e.dtype
+        d.encode_s = out.encode_ms / 1e3
+        self._pub.publish(d)
+
+    def _publish_diagnostics(self) -> None:
+        enc = self.encoder
+        rate = self._frame_rate.rate(time.monotonic())
+        expected = self.get_parameter('expected_camera_hz').value
+        level, message = rc.OK, 'encoding'
+        if not self.ready:
+            level, message = rc.WARN, 'not active'
+        elif rate < 0.5 * expected:
+            level, message = rc.WARN, f'camera at {rate:.1f} Hz, expected {expected:.0f} Hz'
+        enc_s = enc.timer.stages['encode'].summary()
+        values = [('model version', self.expert.version), ('cache backend', self.cache.backend),
+                  ('camera rate Hz', rate), ('expected camera Hz', expected), ('frames', enc.frames),
+                  ('world calls', enc.world_calls), ('cache hits (identical frames)', enc.hits),
+                  ('world calls per distinct frame', enc.calls_per_frame()), ('encode timeouts', enc.timeouts),
+                  ('frames superseded before encode', self.dropped),
+                  ('rejected frames', sum(enc.rejected.values()))]
+        values += [(f'rejected: {k}', v) for k, v in sorted(enc.rejected.items())]
+        values += rc.latency_values('encode', enc_s)
+        status = rc.diagnostic_status(f'{self.get_name()}: world expert', self.get_fully_qualified_name(),
+                                      level, message, values)
+        self._diag_pub.publish(rc.diagnostic_array(time.time_ns(), [status]))
+
+
+def main(args=None) -> None:
+    """Stand-alone process (multi-process mode): shared-memory cache, self-activating."""
+    run_node(WorldExpertNode, args, lifecycle=True)
+
+
+if __name__ == '__main__':
+    main()
