@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # colcon build, colcon test, colcon test-result --verbose. Non-zero on any failure
 # and when no test ran at all.
-set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 # shellcheck disable=SC1091
-source scripts/env.sh
+source scripts/env.sh          # before `set -u`: colcon's setup.bash reads unset variables
+set -uo pipefail
 rm -rf build/*/test_results log/latest_test 2>/dev/null
 colcon --log-base log build --base-paths src test --event-handlers console_cohesion- summary+ \
   --cmake-args -DPython3_EXECUTABLE="$ROOT/.venv/bin/python" -DBUILD_TESTING=OFF || exit 1

@@ -39,6 +39,7 @@ class Monitor(Node):
         super().__init__('stack_monitor')
         self.chunks = 0
         self.holds = 0
+        self.last_chunk = None
         self.arrival = LatencyWindow(20000)
         self._last = None
         self.diag: Dict[str, Dict[str, str]] = {}
@@ -51,6 +52,7 @@ class Monitor(Node):
         if self._last is not None:
             self.arrival.add((t - self._last) * 1e3)
         self._last = t
+        self.last_chunk = msg
         if len(msg.points) == 1:
             self.holds += 1
         else:

@@ -30,12 +30,15 @@ class SyntheticRobot(Node):
         self._t0 = time.monotonic()
         self._img_pub = self.create_publisher(Image, '/camera/image_raw', qos_profile_sensor_data)
         self._js_pub = self.create_publisher(JointState, '/joint_states', qos_profile_sensor_data)
+        self.camera_paused = False
         self.create_timer(1.0 / self.get_parameter('camera_hz').value, self._publish_frame)
         self.create_timer(1.0 / self.get_parameter('joint_state_hz').value, self._publish_joints)
         self._img = Image(height=size, width=size, encoding='rgb8', step=3 * size, is_bigendian=0)
         self._img.header.frame_id = 'camera_optical_frame'
 
     def _publish_frame(self) -> None:
+        if self.camera_paused:          # a stalled camera, for tests and fault drills
+            return
         self._img.header.stamp = rc.ns_to_stamp(time.time_ns())
         self._img.data = self.scene.frame(self.frames).tobytes()
         self._img_pub.publish(self._img)

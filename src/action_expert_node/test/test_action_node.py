@@ -1,0 +1,101 @@
+"""Action expert node through real rclpy: bad input rejected, holds, chunks."""
+import math
+import os
+import random
+import time
+
+import pytest
+import rclpy
+from rclpy.lifecycle import TransitionCallbackReturn
+from rclpy.parameter import Parameter
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import JointState
+from trajectory_msgs.msg import JointTrajectory
+from wam_interfaces.msg import RepresentationDescriptor
+
+from action_expert_node.node import ActionExpertNode
+from wam_core.config import DEFAULT_JOINT_NAMES
+from wam_core.default_models import write_default_models
+from wam_core.repr_cache import InProcessCache
+from wam_core.synthetic import SyntheticScene
+from wam_core.world_expert import WorldExpert
+from wam_util.executors import make_executor, spin_slice
+
+
+@pytest.fixture(scope='module')
+def models(tmp_path_factory):
+    return write_default_models(str(tmp_path_factory.mktemp('models')))
+
+
+@pytest.fixture
+def ros():
+    os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
+    rclpy.init()
+    yield
+    rclpy.try_shutdown()
+
+
+def _spin(ex, seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        spin_slice(ex, 0.02)
+
+
+def test_bad_inputs_rejected_holds_then_chunks(models, ros):
+    cache = InProcessCache(16, 10_000, models['version'])
+    node = ActionExpertNode(cache=cache, parameter_overrides=[
+        Parameter('experts.action.model_dir', value=models['action_dir']),
+        Parameter('runtime.warmup_requests', value=2)])
+    probe = rclpy.create_node('probe')
+    js_pub = probe.create_publisher(JointState, '/joint_states', qos_profile_sensor_data)
+    d_pub = probe.create_publisher(RepresentationDescriptor, '/world_expert/representation', 10)
+    chunks = []
+    probe.create_subscription(JointTrajectory, '/action_expert/raw_chunk', chunks.append, 100)
+    ex = make_executor()
+    ex.add_node(node)
+    ex.add_node(probe)
+    names = list(DEFAULT_JOINT_NAMES)
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        _spin(ex, 0.5)
+        assert chunks == []                                   # no joint state yet: nothing to hold
+        for bad in (JointState(name=names, position=[math.nan] * 7),
+                    JointState(name=names, position=[0.0] * 6),
+                    JointState(name=names[:5], position=[0.0] * 5),
+                    JointState(name=names, position=[0.0, math.inf] + [0.0] * 5)):
+            js_pub.publish(bad)
+            _spin(ex, 0.1)
+        assert node.rejected.get('joint_state') == 4
+        assert chunks == []
+        q = [0.1 * i for i in range(7)]
+        js_pub.publish(JointState(name=names, position=q))
+        _spin(ex, 0.3)
+        assert chunks, 'a hold is published once a joint state exists'
+        hold = chunks[-1]
+        assert len(hold.points) == 1 and list(hold.joint_names) == names
+        assert all(abs(a - b) < 1e-6 for a, b in zip(hold.points[0].positions, q))
+        assert node.ticker.degraded.get('miss', 0) > 0
+        # a descriptor for a slot outside the ring is rejected
+        d_pub.publish(RepresentationDescriptor(key='x', model_version=models['version'], slot=999))
+        _spin(ex, 0.1)
+        assert node.rejected.get('descriptor') == 1
+        # a real representation -> full chunks
+        world = WorldExpert(models['world_dir'], 'fp32')
+        e = cache.put('ab' * 16, time.time_ns(), world.encode(SyntheticScene(128).frame(0)))
+        d_pub.publish(RepresentationDescriptor(key=e.key, model_version=e.version, slot=e.slot))
+        n0 = len(chunks)
+        _spin(ex, 0.5)
+        full = [c for c in chunks[n0:] if len(c.points) == 16]
+        assert len(full) >= 10
+        c = full[-1]
+        assert list(c.joint_names) == names
+        tfs = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in c.points]
+        assert tfs[0] == 0.0 and abs(tfs[1] - 0.02) < 1e-9 and abs(tfs[-1] - 0.30) < 1e-9
+        assert all(len(p.positions) == 7 and all(math.isfinite(x) for x in p.positions) for p in c.points)
+        assert node.ticker.prepares == 1
+    finally:
+        node.release()
+        ex.shutdown()
+        node.destroy_node()
+        probe.destroy_node()

@@ -1,0 +1,51 @@
+import numpy as np
+import pytest
+
+from wam_core.image import ImageError, Preprocessor, fingerprint, frame_to_array
+
+
+def _frame(h=4, w=5, pad=0):
+    rgb = np.arange(h * w * 3, dtype=np.uint8).reshape(h, w, 3)
+    rows = np.zeros((h, w * 3 + pad), np.uint8)
+    rows[:, :w * 3] = rgb.reshape(h, -1)
+    return rgb, rows.tobytes(), w * 3 + pad
+
+
+def test_rgb8_with_row_padding():
+    rgb, data, step = _frame(pad=3)
+    out = frame_to_array('rgb8', 4, 5, step, data)
+    assert np.array_equal(out, rgb)
+
+
+def test_bgr8_is_swapped_to_rgb():
+    rgb, data, step = _frame()
+    out = frame_to_array('bgr8', 4, 5, step, data)
+    assert np.array_equal(out, rgb[:, :, ::-1])
+
+
+@pytest.mark.parametrize('encoding,h,w,step,size,match', [
+    ('mono8', 4, 5, 15, 60, 'unsupported encoding'),
+    ('rgb8', 0, 5, 15, 0, 'bad image size'),
+    ('rgb8', 4, 5, 15, 0, 'empty'),
+    ('rgb8', 4, 5, 15, 59, 'data length'),
+    ('rgb8', 4, 5, 12, 48, 'step'),
+])
+def test_bad_frames_are_rejected_with_a_reason(encoding, h, w, step, size, match):
+    with pytest.raises(ImageError, match=match):
+        frame_to_array(encoding, h, w, step, bytes(size))
+
+
+def test_preprocess_resizes_and_normalises():
+    img = np.full((64, 96, 3), 255, np.uint8)
+    x = Preprocessor(128)(img)
+    assert x.shape == (1, 3, 128, 128)
+    assert float(x.min()) == pytest.approx(1.0) and float(x.max()) == pytest.approx(1.0)
+
+
+def test_fingerprint_distinguishes_content_and_layout():
+    a = bytes(60)
+    b = bytes(59) + b'\x01'
+    assert fingerprint('rgb8', 4, 5, a) == fingerprint('rgb8', 4, 5, a)
+    assert fingerprint('rgb8', 4, 5, a) != fingerprint('rgb8', 4, 5, b)
+    assert fingerprint('rgb8', 4, 5, a) != fingerprint('bgr8', 4, 5, a)
+    assert len(fingerprint('rgb8', 4, 5, a)) == 32

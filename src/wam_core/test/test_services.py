@@ -1,0 +1,119 @@
+"""World encoding service and the action tick, without ROS."""
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from wam_core.action_expert import load_action_expert
+from wam_core.action_service import ActionTicker, Descriptor
+from wam_core.image import ImageError
+from wam_core.repr_cache import InProcessCache
+from wam_core.synthetic import SyntheticScene
+from wam_core.world_expert import WorldExpert
+from wam_core.world_service import FrameEncoder
+
+
+@pytest.fixture(scope='module')
+def experts(models):
+    world = WorldExpert(models['world_dir'], 'fp32')
+    action, manifest = load_action_expert(models['action_dir'])
+    return world, action, manifest
+
+
+def _frame(scene, i):
+    return scene.frame(i).tobytes()
+
+
+def test_each_distinct_frame_is_encoded_exactly_once(experts):
+    world, _, _ = experts
+    cache = InProcessCache(16, 1000, world.version)
+    enc = FrameEncoder(world, cache)
+    scene = SyntheticScene(128)
+    a, b = _frame(scene, 1), _frame(scene, 2)
+    calls0 = world.calls
+    outs = [enc.process('rgb8', 128, 128, 384, f, time.time_ns()) for f in (a, a, b, a, b, b)]
+    assert world.calls - calls0 == 2
+    assert [o.cache_hit for o in outs] == [False, True, False, True, True, True]
+    assert outs[0].entry.key == outs[3].entry.key and outs[0].entry.key != outs[2].entry.key
+    assert enc.frames == 6 and enc.hits == 4
+
+
+def test_bad_frames_are_counted_by_reason(experts):
+    world, _, _ = experts
+    enc = FrameEncoder(world, InProcessCache(4, 1000, world.version))
+    for args in [('mono8', 4, 4, 4, bytes(16)), ('rgb8', 4, 4, 12, b''), ('rgb8', 4, 4, 12, bytes(47))]:
+        with pytest.raises(ImageError):
+            enc.process(*args, stamp_ns=0)
+    assert enc.rejected == {'encoding': 1, 'empty': 1, 'length': 1}
+    assert enc.frames == 0
+
+
+def _ticker(experts, clock_cache):
+    world, action, manifest = experts
+    t = ActionTicker(action, clock_cache, manifest.extra['world_version'], 7, 384)
+    return t
+
+
+def test_tick_produces_a_chunk_and_reuses_kv(experts):
+    world, action, _ = experts
+    cache = InProcessCache(8, 50, world.version)
+    e = cache.put('ab' * 16, time.time_ns(), world.encode(SyntheticScene(128).frame(0)))
+    t = _ticker(experts, cache)
+    t.set_joint_state(np.linspace(-0.3, 0.3, 7))
+    t.set_descriptor(Descriptor(e.key, e.version, e.slot))
+    results = [t.tick() for _ in range(5)]
+    assert all(r.kind == 'chunk' for r in results)
+    assert results[0].positions.shape == (16, 7)
+    assert t.prepares == 1                                  # K/V once for five ticks
+    # Reusing K/V changes nothing: same as the unified forward.
+    with torch.inference_mode():
+        rep = torch.from_numpy(np.array(cache.read(e.slot, world.version).array)).unsqueeze(0)
+        unified = action(rep, torch.from_numpy(np.linspace(-0.3, 0.3, 7).astype(np.float32))[None],
+                         torch.zeros(1, 384))[0].numpy()
+    assert np.allclose(results[-1].positions, unified, atol=1e-5)
+    assert np.all(np.abs(results[0].positions - np.linspace(-0.3, 0.3, 7)) <= action.config.max_delta + 1e-6)
+
+
+def test_stale_representation_degrades_to_a_hold_at_current_positions(experts):
+    world, _, _ = experts
+    cache = InProcessCache(8, 50, world.version)
+    e = cache.put('ab' * 16, time.time_ns() - 80_000_000, world.encode(SyntheticScene(128).frame(0)))
+    t = _ticker(experts, cache)
+    q = np.linspace(-0.2, 0.2, 7)
+    t.set_joint_state(q)
+    t.set_descriptor(Descriptor(e.key, e.version, e.slot))
+    r = t.tick()
+    assert r.kind == 'hold' and r.reason == 'stale'
+    assert r.positions.shape == (1, 7) and np.allclose(r.positions[0], q)
+    assert t.degraded == {'stale': 1}
+
+
+def test_other_model_version_is_never_served(experts):
+    world, _, _ = experts
+    cache = InProcessCache(8, 50, 'some-other-version')
+    e = cache.put('ab' * 16, time.time_ns(), world.encode(SyntheticScene(128).frame(0)))
+    t = _ticker(experts, cache)
+    t.set_joint_state(np.zeros(7))
+    t.set_descriptor(Descriptor(e.key, e.version, e.slot))
+    assert t.tick().reason == 'version_mismatch'
+    t.set_descriptor(None)
+    assert t.tick().reason == 'version_mismatch'             # 'latest' path checks too
+    assert t.chunks == 0
+
+
+def test_no_joint_state_means_no_output(experts):
+    world, _, _ = experts
+    t = _ticker(experts, InProcessCache(8, 50, world.version))
+    r = t.tick()
+    assert r.kind == 'skip' and r.positions is None and r.reason == 'no_joint_state'
+
+
+def test_subtask_vector_is_validated(experts):
+    world, _, _ = experts
+    t = _ticker(experts, InProcessCache(8, 50, world.version))
+    with pytest.raises(ValueError):
+        t.set_subtask(np.zeros(5))
+    with pytest.raises(ValueError):
+        t.set_subtask(np.full(384, np.nan))
+    t.set_subtask(np.ones(384))

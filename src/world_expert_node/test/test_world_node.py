@@ -1,0 +1,101 @@
+"""World expert node through real rclpy: bad frames rejected, good frames encoded once."""
+import os
+import random
+import shutil
+import time
+
+import pytest
+import rclpy
+from rclpy.lifecycle import TransitionCallbackReturn
+from rclpy.parameter import Parameter
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import Image
+from wam_interfaces.msg import RepresentationDescriptor
+
+from wam_core.default_models import write_default_models
+from wam_core.repr_cache import InProcessCache
+from wam_core.synthetic import SyntheticScene
+from wam_util.executors import make_executor, spin_slice
+from world_expert_node.node import WorldExpertNode
+
+
+@pytest.fixture(scope='module')
+def models(tmp_path_factory):
+    return write_default_models(str(tmp_path_factory.mktemp('models')))
+
+
+@pytest.fixture
+def ros():
+    os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
+    rclpy.init()
+    yield
+    rclpy.try_shutdown()
+
+
+def _node(model_dir, cache):
+    return WorldExpertNode(cache=cache, parameter_overrides=[
+        Parameter('experts.world.model_dir', value=model_dir),
+        Parameter('runtime.warmup_requests', value=2),
+        Parameter('runtime.precision', value='fp32')])
+
+
+def _img(encoding='rgb8', h=128, w=128, step=384, data=None, frame=0):
+    msg = Image(encoding=encoding, height=h, width=w, step=step)
+    msg.header.stamp.sec = int(time.time())
+    msg.data = data if data is not None else SyntheticScene(128).frame(frame).tobytes()
+    return msg
+
+
+def test_bad_frames_are_rejected_and_the_node_keeps_encoding(models, ros):
+    cache = InProcessCache(16, 10_000, '')
+    node = _node(models['world_dir'], cache)
+    probe = rclpy.create_node('probe')
+    pub = probe.create_publisher(Image, '/camera/image_raw', qos_profile_sensor_data)
+    got = []
+    probe.create_subscription(RepresentationDescriptor, '/world_expert/representation', got.append, 10)
+    ex = make_executor()
+    ex.add_node(node)
+    ex.add_node(probe)
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        for _ in range(20):                  # discovery
+            spin_slice(ex, 0.05)
+        bad = [_img(encoding='mono8'), _img(data=b''), _img(data=bytes(1000)), _img(h=64), _img(step=100)]
+        for msg in bad:
+            pub.publish(msg)
+            for _ in range(4):
+                spin_slice(ex, 0.05)
+        assert sum(node.encoder.rejected.values()) == len(bad), node.encoder.rejected
+        assert set(node.encoder.rejected) >= {'encoding', 'empty', 'length', 'step'}
+        good = _img(frame=3)
+        for _ in range(3):                    # the same frame three times: one encode
+            pub.publish(good)
+            for _ in range(6):
+                spin_slice(ex, 0.05)
+        deadline = time.monotonic() + 5
+        while len(got) < 3 and time.monotonic() < deadline:
+            spin_slice(ex, 0.05)
+        assert len(got) == 3
+        assert node.encoder.world_calls == 1 and node.encoder.hits == 2
+        d = got[-1]
+        assert d.model_version == models['version'] and list(d.shape) == [65, 192] and d.dtype == 'float32'
+        assert d.key.endswith(':' + models['version']) and d.backend == 'inprocess'
+    finally:
+        node.release()
+        ex.shutdown()
+        node.destroy_node()
+        probe.destroy_node()
+
+
+def test_tampered_model_fails_configure_cleanly(models, ros, tmp_path):
+    bad_dir = str(tmp_path / 'w')
+    shutil.copytree(models['world_dir'], bad_dir)
+    with open(os.path.join(bad_dir, 'config.json'), 'a') as fh:
+        fh.write(' ')
+    node = _node(bad_dir, InProcessCache(4, 50, ''))
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
+        assert node.expert is None or node.encoder is None
+    finally:
+        node.destroy_node()
