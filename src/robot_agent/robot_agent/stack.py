@@ -98,9 +98,9 @@ class Stack:
         self._ros_args = ros_args
         self.procs: List[subprocess.Popen] = []
         self.world = self.action = None
-        # A 1 ms GIL switch interval keeps the 50 Hz tick from waiting behind the
+        # A 0.5 ms GIL switch interval keeps the 50 Hz tick from waiting behind the
         # encoder thread for the default 5 ms.
-        sys.setswitchinterval(0.001)
+        sys.setswitchinterval(0.0005)
         rclpy.init(args=['stack'] + ros_args)
         self.executor = make_executor()
         self.robot = SyntheticRobot()
@@ -153,12 +153,16 @@ class Stack:
                     raise RuntimeError(f'child {p.args[2]} exited with {p.returncode}')
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        """Until chunks flow (multi mode: the children loaded and warmed up)."""
+        """Until chunks flow and both experts report on /diagnostics."""
         end = time.monotonic() + timeout
-        while self.monitor.chunks == 0 and time.monotonic() < end:
+
+        def ready():
+            return (self.monitor.chunks > 0 and self.monitor.find(': action expert')
+                    and self.monitor.find(': world expert'))
+        while not ready() and time.monotonic() < end:
             self.spin_for(0.1)
-        if self.monitor.chunks == 0:
-            raise RuntimeError(f'no chunk within {timeout} s of bring-up')
+        if not ready():
+            raise RuntimeError(f'no chunks and diagnostics within {timeout} s of bring-up')
 
     def stats(self) -> Dict[str, float]:
         """Figures from the action expert's and world expert's /diagnostics."""

@@ -48,11 +48,11 @@ class FrameEncoder:
         fp = fingerprint(encoding, height, width, data)
         t1 = time.perf_counter()
         self.timer.add('validate', (t1 - t0) * 1e3)
-        self.frames += 1
         entry = self.cache.lookup(fp)
         if entry is not None:
-            self.hits += 1
             entry = self.cache.touch(entry, stamp_ns)
+            self.frames += 1
+            self.hits += 1
             return EncodeOutcome(entry, True, 0.0)
         rep = self.expert.encode(rgb)
         t2 = time.perf_counter()
@@ -61,6 +61,7 @@ class FrameEncoder:
         if encode_ms > self.timeout_ms:
             self.timeouts += 1
         entry = self.cache.put(fp, stamp_ns, rep)
+        self.frames += 1          # counted once cached, so calls/frame is exact at any instant
         self.timer.add('cache_write', (time.perf_counter() - t2) * 1e3)
         return EncodeOutcome(entry, False, encode_ms)
 

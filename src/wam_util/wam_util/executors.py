@@ -43,14 +43,18 @@ def bring_up(node) -> None:
 
 
 def run_node(node_factory, args=None, lifecycle: bool = False) -> None:
-    """Process entry point: init, optionally bring a lifecycle node up, spin, clean up."""
+    """Process entry point: init, bring a lifecycle node up unless its ``autostart``
+    parameter is false (a launch file or lifecycle manager drives it), spin, clean up."""
     rclpy.init(args=args)
     node = node_factory()
     executor = make_executor()
     executor.add_node(node)
     try:
         if lifecycle:
-            bring_up(node)
+            if not node.has_parameter('autostart'):
+                node.declare_parameter('autostart', True)
+            if node.get_parameter('autostart').value:
+                bring_up(node)
         spin_until_shutdown(executor)
     finally:
         release = getattr(node, 'release', None)

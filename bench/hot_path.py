@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Hot-path benchmark: the stack on the synthetic robot, 30 camera frames/s.
+
+    python bench/hot_path.py [--seconds 30] [--modes multi,single]
+
+For each mode it runs the stack for --seconds after bring-up and reads the figures
+the nodes publish on /diagnostics (what rqt shows). Then, in this process, the
+baseline: a *unified* tick that recomputes the world expert inside every 50 Hz
+tick (encode + prepare + decode), paced at the same period, so the ratio shows what
+the split buys. Writes the "hot_path" section of bench/report.json (other sections
+are kept) and prints a table. The headline is the multi-process (shared-memory) run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
+REPORT = os.path.join(ROOT, 'bench', 'report.json')
+
+
+def run_mode(mode: str, seconds: float, config: str) -> dict:
+    from robot_agent.stack import Stack
+    stack = Stack(mode, config, camera_hz=30.0)
+    try:
+        stack.wait_ready(120)
+        before = stack.stats()
+        t0 = time.monotonic()
+        stack.spin_for(seconds, lambda s: print(f'  [{mode} {time.monotonic() - t0:4.0f}s] '
+                                                 f'tick p99 {s.stats()["tick_p99"]:.2f} ms, '
+                                                 f'period p99 {s.stats()["period_p99"]:.2f} ms', flush=True), 5.0)
+        stack.spin_for(1.2)             # one more diagnostics round
+        after = stack.stats()
+    finally:
+        stack.shutdown()
+    frames = after['frames'] - before['frames']
+    return {
+        'tick_ms': {'p50': after['tick_p50'], 'p99': after['tick_p99'], 'max': after['tick_max']},
+        'forward_ms': {'p50': after['forward_p50'], 'p99': after['forward_p99']},
+        'period_ms': {'p50': after['period_p50'], 'p99': after['period_p99'], 'max': after['period_max']},
+        'world_calls_per_frame': after['calls_per_frame'],
+        'cache_hit_rate': after['cache_hit_rate'],
+        'degraded_ticks': int(after['degraded_ticks'] - before['degraded_ticks']),
+        'ticks': int(after['ticks'] - before['ticks']),
+        'camera_frames': int(frames),
+        'encode_ms_p50': after['encode_p50'],
+        'seconds': seconds,
+    }
+
+
+def unified_baseline(config: str, ticks: int = 300) -> dict:
+    """World expert recomputed inside every tick, paced at the control period."""
+    import torch
+    from wam_core.action_expert import load_action_expert
+    from wam_core.config import load_stack_config, resolve_path
+    from wam_core.synthetic import SyntheticScene
+    from wam_core.world_expert import WorldExpert, resolve_precision
+    cfg = load_stack_config(config)
+    torch.set_num_threads(cfg.runtime.num_threads)
+    world = WorldExpert(resolve_path(cfg.experts.world.model_dir, ROOT), resolve_precision(cfg.runtime.precision))
+    action, _ = load_action_expert(resolve_path(cfg.experts.action.model_dir, ROOT), cfg.runtime.action_precision)
+    scene = SyntheticScene(128)
+    joint = torch.zeros(1, action.config.num_joints)
+    subtask = torch.zeros(1, action.config.subtask_dim)
+    world.warmup(20)
+    period = cfg.control.period_s
+    samples = []
+    nxt = time.perf_counter()
+    with torch.inference_mode():
+        for i in range(ticks):
+            nxt += period
+            t0 = time.perf_counter()
+            rep = torch.from_numpy(world.encode(scene.frame(i))).unsqueeze(0)
+            action.decode(action.prepare(rep), joint, subtask)
+            samples.append((time.perf_counter() - t0) * 1e3)
+            time.sleep(max(0.0, nxt - time.perf_counter()))
+    p50, p99 = np.percentile(samples, [50, 99])
+    return {'p50': float(p50), 'p99': float(p99)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--seconds', type=float, default=30.0)
+    ap.add_argument('--modes', default='multi,single')
+    ap.add_argument('--config', default=os.path.join(ROOT, 'config', 'wam.yaml'))
+    args = ap.parse_args()
+    os.environ.setdefault('WAM_ROOT', ROOT)
+    modes = [m for m in args.modes.split(',') if m]
+    results = {}
+    for mode in modes:
+        print(f'running the {mode}-process stack for {args.seconds:.0f} s ...', flush=True)
+        results[mode] = run_mode(mode, args.seconds, args.config)
+    print('unified baseline (world expert inside every tick) ...', flush=True)
+    unified = unified_baseline(args.config)
+    head = dict(results[modes[0]])
+    head['mode'] = modes[0]
+    head['unified_tick_ms'] = unified
+    head['unified_over_split_p50'] = unified['p50'] / head['tick_ms']['p50']
+    for mode in modes[1:]:
+        head[f'{mode}_process'] = results[mode]
+    report = {}
+    if os.path.exists(REPORT):
+        try:
+            report = json.load(open(REPORT))
+        except ValueError:
+            report = {}
+    report['hot_path'] = head
+    os.makedirs(os.path.dirname(REPORT), exist_ok=True)
+    with open(REPORT, 'w') as fh:
+        json.dump(report, fh, indent=2)
+
+    print()
+    cols = modes
+    rows = [('tick ms p50', lambda r: r['tick_ms']['p50']), ('tick ms p99', lambda r: r['tick_ms']['p99']),
+            ('tick ms max', lambda r: r['tick_ms']['max']), ('forward ms p50', lambda r: r['forward_ms']['p50']),
+            ('forward ms p99', lambda r: r['forward_ms']['p99']), ('period ms p50', lambda r: r['period_ms']['p50']),
+            ('period ms p99', lambda r: r['period_ms']['p99']), ('period ms max', lambda r: r['period_ms']['max']),
+            ('world calls / frame', lambda r: r['world_calls_per_frame']),
+            ('cache hit rate', lambda r: r['cache_hit_rate']), ('degraded ticks', lambda r: r['degraded_ticks']),
+            ('ticks', lambda r: r['ticks']), ('camera frames', lambda r: r['camera_frames']),
+            ('encode ms p50', lambda r: r['encode_ms_p50'])]
+    print(f'{"":24}' + ''.join(f'{c + "-process":>18}' for c in cols))
+    for name, get in rows:
+        print(f'{name:24}' + ''.join(f'{get(results[c]):>18.3f}' for c in cols))
+    print(f'{"unified tick ms p50/p99":24}{unified["p50"]:>9.2f} / {unified["p99"]:.2f}'
+          f'   ({head["unified_over_split_p50"]:.1f}x the split tick at p50)')
+    print(f'\nwrote {REPORT}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""ros2 launch for the hot path on a full ROS 2 install (launch_ros is not pip-installable here).
+
+    ros2 launch launch/hot_path.launch.py [synthetic_robot:=true] [config:=config/wam.yaml]
+
+Each expert runs in its own process and shares representations through the POSIX
+shared-memory cache. The expert nodes are managed nodes: launch_ros emits the
+configure and activate transitions once each node is up (what nav2's
+lifecycle_manager does), so ``ros2 lifecycle get /world_expert`` reads "active" when
+it is serving. On this machine use ``make demo`` / ``make demo-multi`` instead.
+"""
+import os
+
+import launch
+import launch.actions
+import launch.events
+import launch.substitutions
+import launch_ros.actions
+import launch_ros.event_handlers
+import launch_ros.events.lifecycle
+import lifecycle_msgs.msg
+from launch.conditions import IfCondition
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _managed(package, executable, name, params):
+    node = launch_ros.actions.LifecycleNode(
+        package=package, executable=executable, name=name, namespace='', output='screen',
+        parameters=params)
+    configure = launch.actions.EmitEvent(event=launch_ros.events.lifecycle.ChangeState(
+        lifecycle_node_matcher=launch.events.matches_action(node),
+        transition_id=lifecycle_msgs.msg.Transition.TRANSITION_CONFIGURE))
+    activate = launch.actions.RegisterEventHandler(launch_ros.event_handlers.OnStateTransition(
+        target_lifecycle_node=node, goal_state='inactive',
+        entities=[launch.actions.EmitEvent(event=launch_ros.events.lifecycle.ChangeState(
+            lifecycle_node_matcher=launch.events.matches_action(node),
+            transition_id=lifecycle_msgs.msg.Transition.TRANSITION_ACTIVATE))]))
+    return [node, activate, configure]
+
+
+def generate_launch_description():
+    config = launch.substitutions.LaunchConfiguration('config')
+    # launch drives the lifecycle transitions, so the nodes must not self-activate
+    shm = {'repr_cache.backend': 'shm', 'autostart': False}
+    actions = [
+        launch.actions.DeclareLaunchArgument(
+            'config', default_value=os.path.join(HERE, '..', 'config', 'wam.yaml'),
+            description='stack parameter file'),
+        launch.actions.DeclareLaunchArgument(
+            'synthetic_robot', default_value='true',
+            description='start the synthetic camera/joint-state source'),
+        launch.actions.SetEnvironmentVariable('OMP_NUM_THREADS', '1'),
+        # relative model paths in the config resolve against the repository root
+        launch.actions.SetEnvironmentVariable('WAM_ROOT', os.path.normpath(os.path.join(HERE, '..'))),
+    ]
+    actions += _managed('world_expert_node', 'world_expert', 'world_expert', [config, shm])
+    actions += _managed('action_expert_node', 'action_expert', 'action_expert', [config, shm])
+    actions.append(launch_ros.actions.Node(package='harness_node', executable='harness', name='harness',
+                                           output='screen', parameters=[config]))
+    actions.append(launch_ros.actions.Node(package='robot_agent', executable='synthetic_robot',
+                                           name='synthetic_robot', output='screen', parameters=[config],
+                                           condition=IfCondition(launch.substitutions.LaunchConfiguration(
+                                               'synthetic_robot'))))
+    return launch.LaunchDescription(actions)
