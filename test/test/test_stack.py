@@ -37,6 +37,10 @@ def test_single_process_end_to_end_then_ttl_degrade():
         msg = stack.monitor.last_chunk
         assert list(msg.joint_names) == stack.action.cfg.control.joint_names
         assert len(msg.points) == 16 and all(len(p.positions) == 7 for p in msg.points)
+        # the harness starts stopped, clears after its hold-off, then forwards clamped chunks
+        stack.spin_for(2.5)
+        h = stack.harness.monitor
+        assert not stack.monitor.safety_stop and stack.monitor.forwarded > 0, (h.reason, h.levels, h.stops)
         enc = stack.world.encoder
         assert enc.world_calls == enc.frames - enc.hits and enc.world_calls > 100   # once per distinct frame
         # camera stalls -> representation ages past the TTL -> holds, with the reason

@@ -1,24 +1,195 @@
-"""Harness (first cut): watches the raw chunks; forwards nothing yet.
+"""Harness: the only road from the action expert to the robot.
 
-The harness issue grows this into the ExecuteTask server, planner, clamping gate and
-diagnostics watchdog. Until that gate exists nothing reaches
-/arm_controller/joint_trajectory: an unclamped chunk must never reach a robot.
+- Clamping gate: /action_expert/raw_chunk -> wam_core.limits.ClampGate ->
+  /arm_controller/joint_trajectory. Wrong joints or any NaN/inf rejects a chunk whole.
+- Safety stop: wam_core.safety.SafetyMonitor fed by /diagnostics, raw-chunk arrivals
+  and a 100 Hz watchdog. A stop latches /safety/stop = true (transient local), sends
+  a hold at the current joint positions and refuses chunks until everything is OK for
+  the hold-off, or /harness/reset (std_srvs/Trigger) is called while everything is OK.
+Task decomposition and subtask conditioning join here in the harness issue.
 """
 from __future__ import annotations
 
+import time
+
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool
+from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
+
+from wam_core import ros_convert as rc
+from wam_core.joint_state import JointStateError, JointStateMapper
+from wam_core.latency import LatencyWindow, RateMeter
+from wam_core.limits import ChunkRejected, ClampGate, default_limits, limits_from_dict
+from wam_core.safety import SafetyConfig, SafetyMonitor
 from wam_util.executors import run_node
+from wam_util.params import declare_stack_config, read_stack_config
+
+LIMIT_FIELDS = ('lower', 'upper', 'velocity', 'effort', 'acceleration')
 
 
 class HarnessNode(Node):
     def __init__(self, name: str = 'harness', **kwargs):
         super().__init__(name, **kwargs)
+        declare_stack_config(self)
+        cfg = read_stack_config(self)
+        self.joint_names = cfg.control.joint_names
+        self.period_s = cfg.control.period_s
+        defaults = default_limits(self.joint_names)
+        limits = {}
+        for j in self.joint_names:
+            limits[j] = {f: self.declare_parameter(f'joint_limits.{j}.{f}', float(getattr(defaults[j], f))).value
+                         for f in LIMIT_FIELDS}
+        sdef = SafetyConfig()
+        scfg = SafetyConfig(
+            required_nodes=list(self.declare_parameter('safety.required_nodes', sdef.required_nodes).value),
+            silence_timeout_s=self.declare_parameter('safety.silence_timeout_s', sdef.silence_timeout_s).value,
+            chunk_timeout_s=self.declare_parameter('safety.chunk_timeout_s', sdef.chunk_timeout_s).value,
+            holdoff_s=self.declare_parameter('safety.holdoff_s', sdef.holdoff_s).value)
+        self.gate = ClampGate(self.joint_names, limits_from_dict(self.joint_names, limits), self.period_s)
+        self.monitor = SafetyMonitor(scfg, time.monotonic())
+        self.joints = JointStateMapper(self.joint_names)
+        self.current = None
+        self.current_velocity = None
+        self.forwarded = 0
+        self.refused_while_stopped = 0
+        self.rejected_inputs = {}
+        self.clamp_ms = LatencyWindow()
+        self.stop_latency_ms = LatencyWindow()   # trigger (diagnostic received / timeout seen) -> hold sent
+        self._chunk_rate = RateMeter()
+        self._out_rate = RateMeter()
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                             reliability=ReliabilityPolicy.RELIABLE)
+        self._stop_pub = self.create_publisher(Bool, '/safety/stop', latched)
+        self._out = self.create_publisher(JointTrajectory, '/arm_controller/joint_trajectory', 10)
+        self._diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         self.create_subscription(JointTrajectory, '/action_expert/raw_chunk', self._on_chunk, 10)
-        self.seen = 0
+        self.create_subscription(JointState, '/joint_states', self._on_joint_state, qos_profile_sensor_data)
+        self.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 50)
+        self.create_service(Trigger, '/harness/reset', self._on_reset)
+        self.create_timer(0.01, self._watchdog)
+        self.create_timer(1.0, self._publish_diagnostics)
+        self._publish_stop(True)        # the monitor starts stopped
+        self.get_logger().info(f'safety: {self.monitor.reason}')
+
+    # inputs -----------------------------------------------------------------------
+    def _reject_input(self, what: str, exc: Exception) -> None:
+        self.rejected_inputs[what] = self.rejected_inputs.get(what, 0) + 1
+        self.get_logger().warning(f'rejected {what}: {exc}', throttle_duration_sec=1.0)
+
+    def _on_joint_state(self, msg: JointState) -> None:
+        try:
+            self.current = self.joints.map(msg.name, msg.position).astype(float)
+        except JointStateError as exc:
+            self._reject_input('joint_state', exc)
+            return
+        try:
+            self.current_velocity = (self.joints.map(msg.name, msg.velocity).astype(float)
+                                     if len(msg.velocity) == len(msg.name) else None)
+        except JointStateError:
+            self.current_velocity = None
+
+    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        t0 = time.perf_counter()
+        now = time.monotonic()
+        for st in msg.status:
+            level = st.level[0] if isinstance(st.level, bytes) else int(st.level)
+            values = {kv.key: kv.value for kv in st.values}
+            self.monitor.on_status(st.name, level, st.message, values, now)
+        self._sync_stop(t0)
 
     def _on_chunk(self, msg: JointTrajectory) -> None:
-        self.seen += 1
+        now = time.monotonic()
+        self._chunk_rate.tick(now)
+        self.monitor.on_chunk(now)
+        if self.monitor.stopped:
+            self.refused_while_stopped += 1
+            return
+        if self.current is None:
+            self._reject_input('raw_chunk', ValueError('no joint state yet'))
+            return
+        t0 = time.perf_counter()
+        try:
+            times = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points]
+            res = self.gate.apply(msg.joint_names, [list(p.positions) for p in msg.points], times,
+                                  self.current, self.current_velocity)
+        except ChunkRejected as exc:
+            self.get_logger().warning(f'rejected chunk: {exc}', throttle_duration_sec=1.0)
+            return
+        except ValueError as exc:          # ragged point lists and the like
+            self.gate.rejected['shape'] = self.gate.rejected.get('shape', 0) + 1
+            self.get_logger().warning(f'rejected chunk: {exc}', throttle_duration_sec=1.0)
+            return
+        out = JointTrajectory()
+        out.header = msg.header
+        out.joint_names = list(self.joint_names)
+        out.points = msg.points[:0]
+        for p, src in zip(res.positions, msg.points):
+            q = type(src)()
+            q.positions = p.tolist()
+            q.time_from_start = src.time_from_start
+            out.points.append(q)
+        self.clamp_ms.add((time.perf_counter() - t0) * 1e3)
+        self._out.publish(out)
+        self._out_rate.tick(now)
+        self.forwarded += 1
+
+    # safety -----------------------------------------------------------------------
+    def _watchdog(self) -> None:
+        t0 = time.perf_counter()
+        self.monitor.evaluate(time.monotonic())
+        self._sync_stop(t0)
+
+    def _sync_stop(self, t0: float) -> None:
+        """Act on the monitor's decision, whichever input changed it."""
+        if self.monitor.stopped and not self._published_stop:
+            self._stop(t0)
+        elif not self.monitor.stopped and self._published_stop:
+            self.get_logger().info('safety stop cleared: everything OK for the hold-off')
+            self._publish_stop(False)
+
+    def _stop(self, t0: float) -> None:
+        self._publish_stop(True)
+        if self.current is not None:
+            self._out.publish(rc.joint_trajectory(self.joint_names, self.current.reshape(1, -1),
+                                                  time.time_ns(), 0.0))
+        self.stop_latency_ms.add((time.perf_counter() - t0) * 1e3)
+        self.get_logger().error(f'SAFETY STOP: {self.monitor.reason}')
+
+    def _publish_stop(self, value: bool) -> None:
+        self._stop_pub.publish(Bool(data=value))
+        self._published_stop = value
+
+    def _on_reset(self, request, response):
+        ok, message = self.monitor.reset(time.monotonic())
+        if ok:
+            self._publish_stop(False)
+        response.success, response.message = ok, message
+        self.get_logger().info(f'reset requested: {message}')
+        return response
+
+    def _publish_diagnostics(self) -> None:
+        now = time.monotonic()
+        stopped = self.monitor.stopped
+        level = rc.ERROR if stopped else rc.OK
+        message = f'safety stop: {self.monitor.reason}' if stopped else 'forwarding clamped chunks'
+        c = self.clamp_ms.summary()
+        values = [('safety stopped', stopped), ('safety stops', self.monitor.stops),
+                  ('forwarded chunks', self.forwarded), ('clamped points', self.gate.clamped_points),
+                  ('rejected chunks', sum(self.gate.rejected.values())),
+                  ('refused while stopped', self.refused_while_stopped),
+                  ('raw chunk rate Hz', self._chunk_rate.rate(now)),
+                  ('expected chunk Hz', 1.0 / self.period_s),
+                  ('forward rate Hz', self._out_rate.rate(now)),
+                  ('clamp p50 ms', c['p50']), ('clamp p99 ms', c['p99'])]
+        values += [(f'rejected chunks: {k}', v) for k, v in sorted(self.gate.rejected.items())]
+        values += [(f'rejected: {k}', v) for k, v in sorted(self.rejected_inputs.items())]
+        status = rc.diagnostic_status(f'{self.get_name()}: safety gate', self.get_fully_qualified_name(),
+                                      level, message, values)
+        self._diag_pub.publish(rc.diagnostic_array(time.time_ns(), [status]))
 
 
 def main(args=None) -> None:

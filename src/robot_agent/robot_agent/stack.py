@@ -22,6 +22,8 @@ import rclpy
 import rclpy.executors
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile
+from std_msgs.msg import Bool
 from trajectory_msgs.msg import JointTrajectory
 
 from wam_core.config import load_stack_config
@@ -44,7 +46,12 @@ class Monitor(Node):
         self._last = None
         self.diag: Dict[str, Dict[str, str]] = {}
         self.levels: Dict[str, int] = {}
+        self.forwarded = 0
+        self.safety_stop = False
         self.create_subscription(JointTrajectory, '/action_expert/raw_chunk', self._on_chunk, 50)
+        self.create_subscription(JointTrajectory, '/arm_controller/joint_trajectory', self._on_forwarded, 50)
+        self.create_subscription(Bool, '/safety/stop', self._on_stop,
+                                 QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
         self.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 50)
 
     def _on_chunk(self, msg: JointTrajectory) -> None:
@@ -57,6 +64,12 @@ class Monitor(Node):
             self.holds += 1
         else:
             self.chunks += 1
+
+    def _on_forwarded(self, msg: JointTrajectory) -> None:
+        self.forwarded += 1
+
+    def _on_stop(self, msg: Bool) -> None:
+        self.safety_stop = msg.data
 
     def _on_diag(self, msg: DiagnosticArray) -> None:
         for st in msg.status:
@@ -204,9 +217,11 @@ def status_line(stack: Stack) -> str:
     s = stack.stats()
     a = stack.monitor.find(': action expert')
     state = a.get('_message', 'starting')
+    h = stack.monitor.find(': safety gate')
+    safety = ('STOP: ' + h.get('_message', '').replace('safety stop: ', '')) if stack.monitor.safety_stop else 'ok'
     return (f"world {s['camera_hz']:4.1f} fps, calls/frame {s['calls_per_frame']:.2f} | chunks {stack.monitor.chunks}"
             f" holds {stack.monitor.holds} | tick p99 {s['tick_p99']:5.2f} ms | period p99 {s['period_p99']:5.2f} ms"
-            f" | cache hit {s['cache_hit_rate'] * 100:5.1f}% | {state}")
+            f" | cache hit {s['cache_hit_rate'] * 100:5.1f}% | {state} | safety {safety}")
 
 
 def print_summary(stack: Stack, seconds: float) -> None:
@@ -217,6 +232,9 @@ def print_summary(stack: Stack, seconds: float) -> None:
             ('encode p50 ms', f"{s['encode_p50']:.2f}"),
             ('ticks', f"{s['ticks']:.0f}"), ('chunks', f"{s['chunks']:.0f}"),
             ('degraded ticks (holds)', f"{s['degraded_ticks']:.0f}"),
+            ('chunks forwarded to the arm', f'{stack.monitor.forwarded}'),
+            ('clamped points', stack.monitor.find(': safety gate').get('clamped points', '?')),
+            ('safety stops', stack.monitor.find(': safety gate').get('safety stops', '?')),
             ('cache hit rate', f"{s['cache_hit_rate']:.3f}"),
             ('tick ms p50 / p99 / max', f"{s['tick_p50']:.2f} / {s['tick_p99']:.2f} / {s['tick_max']:.2f}"),
             ('forward ms p50 / p99', f"{s['forward_p50']:.2f} / {s['forward_p99']:.2f}"),

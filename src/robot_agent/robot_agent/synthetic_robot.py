@@ -26,6 +26,7 @@ class SyntheticRobot(Node):
         size = int(self.get_parameter('image_size').value)
         self.scene = SyntheticScene(size, len(self.joint_names), int(self.get_parameter('seed').value),
                                     bool(self.get_parameter('static_scene').value))
+        self._grippers = [i for i, n in enumerate(self.joint_names) if 'gripper' in n]
         self.frames = 0
         self._t0 = time.monotonic()
         self._img_pub = self.create_publisher(Image, '/camera/image_raw', qos_profile_sensor_data)
@@ -48,7 +49,10 @@ class SyntheticRobot(Node):
         msg = JointState()
         msg.header.stamp = rc.ns_to_stamp(time.time_ns())
         msg.name = self.joint_names
-        msg.position = self.scene.joints(time.monotonic() - self._t0).tolist()
+        q = self.scene.joints(time.monotonic() - self._t0)
+        for i in self._grippers:        # prismatic fingers: keep within 0..0.04 m
+            q[i] = 0.02 + 0.03 * q[i]
+        msg.position = q.tolist()
         self._js_pub.publish(msg)
 
 

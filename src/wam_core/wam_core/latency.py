@@ -49,27 +49,21 @@ class StageTimer:
 
 
 class RateMeter:
-    """Event rate (Hz) over the last ``window_s`` seconds, from monotonic timestamps."""
+    """Event rate (Hz): events in the last ``window_s`` seconds / ``window_s``.
+
+    The ring must hold a window's worth of events (512 covers 2 s at 250 Hz).
+    """
 
     def __init__(self, window_s: float = 2.0, size: int = 512):
         self.window_s = window_s
-        self._t = np.zeros(size, dtype=np.float64)
+        self._t = np.full(size, -np.inf)
         self._i = 0
-        self._n = 0
         self.count = 0
 
     def tick(self, t: float) -> None:
         self._t[self._i] = t
         self._i = (self._i + 1) % self._t.size
-        self._n = min(self._n + 1, self._t.size)
         self.count += 1
 
     def rate(self, now: float) -> float:
-        if self._n == 0:
-            return 0.0
-        recent = self._t[:self._n]
-        inside = recent[recent >= now - self.window_s]
-        if inside.size < 2:
-            return float(inside.size) / self.window_s
-        span = max(now - inside.min(), 1e-6)
-        return float(inside.size) / max(span, self.window_s if inside.size < self._t.size else span)
+        return float(np.count_nonzero(self._t >= now - self.window_s)) / self.window_s

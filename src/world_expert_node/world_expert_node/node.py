@@ -162,7 +162,8 @@ class WorldExpertNode(LifecycleNode):
         d.slot, d.sequence, d.epoch = e.slot, e.sequence, e.epoch
         d.shape, d.dtype = list(e.shape), e.dtype
         d.encode_s = out.encode_ms / 1e3
-        self._pub.publish(d)
+        if self._running:               # not while shutting down: the context may be gone
+            self._pub.publish(d)
 
     def _publish_diagnostics(self) -> None:
         enc = self.encoder

@@ -1,0 +1,135 @@
+"""Harness through real rclpy: clamping gate, safety stop from diagnostics and silence, reset."""
+import math
+import os
+import random
+import time
+
+import numpy as np
+import pytest
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.parameter import Parameter
+from rclpy.qos import DurabilityPolicy, QoSProfile, qos_profile_sensor_data
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
+
+from harness_node.node import HarnessNode
+from wam_core import ros_convert as rc
+from wam_core.config import DEFAULT_JOINT_NAMES
+from wam_util.executors import make_executor, spin_slice
+
+NAMES = list(DEFAULT_JOINT_NAMES)
+Q = [0.1] * 6 + [0.02]          # inside every limit (the gripper's is 0..0.04 m)
+
+
+@pytest.fixture
+def rig():
+    os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
+    rclpy.init()
+    node = HarnessNode(parameter_overrides=[
+        Parameter('safety.chunk_timeout_s', value=0.6), Parameter('safety.holdoff_s', value=60.0),
+        Parameter('safety.silence_timeout_s', value=30.0)])
+    probe = rclpy.create_node('probe')
+    r = type('Rig', (), {})()
+    r.node, r.probe = node, probe
+    r.out, r.stop = [], []
+    probe.create_subscription(JointTrajectory, '/arm_controller/joint_trajectory', r.out.append, 100)
+    probe.create_subscription(Bool, '/safety/stop', lambda m: r.stop.append(m.data),
+                              QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    r.js = probe.create_publisher(JointState, '/joint_states', qos_profile_sensor_data)
+    r.raw = probe.create_publisher(JointTrajectory, '/action_expert/raw_chunk', 10)
+    r.diag = probe.create_publisher(DiagnosticArray, '/diagnostics', 10)
+    r.reset = probe.create_client(Trigger, '/harness/reset')
+    r.ex = make_executor()
+    r.ex.add_node(node)
+    r.ex.add_node(probe)
+    yield r
+    r.ex.shutdown()
+    node.destroy_node()
+    probe.destroy_node()
+    rclpy.try_shutdown()
+
+
+def spin(r, s):
+    end = time.monotonic() + s
+    while time.monotonic() < end:
+        spin_slice(r.ex, 0.01)
+
+
+def diag(r, action_level=rc.OK, message='ok'):
+    r.diag.publish(rc.diagnostic_array(time.time_ns(), [
+        rc.diagnostic_status('world_expert: world expert', 'w', rc.OK, 'ok', [('model version', 'v1')]),
+        rc.diagnostic_status('action_expert: action expert', 'a', action_level, message,
+                             [('world version accepted', 'v1')])]))
+
+
+def chunk(r, positions):
+    r.raw.publish(rc.joint_trajectory(NAMES, np.array(positions), time.time_ns(), 0.02))
+
+
+def call_reset(r):
+    fut = r.reset.call_async(Trigger.Request())
+    end = time.monotonic() + 5
+    while not fut.done() and time.monotonic() < end:
+        spin_slice(r.ex, 0.02)
+    return fut.result()
+
+
+def test_gate_clamps_rejects_and_safety_stop_cycle(rig):
+    r = rig
+    spin(r, 0.5)
+    r.js.publish(JointState(name=NAMES, position=[0.0] * 7))
+    spin(r, 0.1)
+    assert r.stop[-1] is True                   # starts stopped until the nodes report OK
+    chunk(r, [[0.0] * 7])
+    spin(r, 0.1)
+    assert r.out == []
+    diag(r)
+    spin(r, 0.2)
+    assert call_reset(r).success                # hold-off is 60 s here: reset instead
+    spin(r, 0.1)
+    assert r.stop[-1] is False
+    # a jump of 1 rad in one 20 ms step is clamped to the velocity limit (1.5 rad/s)
+    chunk(r, [[1.0] + [0.0] * 6, [1.0] + [0.0] * 6])
+    spin(r, 0.2)
+    assert len(r.out) == 1
+    p = [pt.positions[0] for pt in r.out[-1].points]
+    assert p[0] == pytest.approx(0.03, abs=1e-6) and p[1] - p[0] <= 0.03 + 1e-6
+    assert r.node.gate.clamped_points == 2
+    # NaN chunk and wrong joints never reach the robot
+    chunk(r, [[math.nan] + [0.0] * 6])
+    bad = rc.joint_trajectory(NAMES[:6], np.zeros((1, 6)), time.time_ns(), 0.02)
+    r.raw.publish(bad)
+    spin(r, 0.2)
+    assert len(r.out) == 1 and r.node.gate.rejected == {'non_finite': 1, 'joint_names': 1}
+    # ERROR from a required node -> latched stop + hold at current positions, chunks refused
+    r.js.publish(JointState(name=NAMES, position=Q))
+    spin(r, 0.1)
+    diag(r, rc.ERROR, 'model exploded')
+    spin(r, 0.2)
+    assert r.stop[-1] is True
+    hold = r.out[-1]
+    assert len(hold.points) == 1 and hold.points[0].positions[0] == pytest.approx(0.1)
+    n = len(r.out)
+    chunk(r, [Q])
+    spin(r, 0.2)
+    assert len(r.out) == n and r.node.refused_while_stopped >= 1
+    assert r.node.stop_latency_ms.summary()['max'] < 40
+    # reset refused while the ERROR stands, accepted once OK again
+    res = call_reset(r)
+    assert not res.success and 'model exploded' in res.message
+    diag(r)
+    chunk(r, [Q])
+    spin(r, 0.2)
+    res = call_reset(r)
+    assert res.success, res.message
+    spin(r, 0.1)
+    assert r.stop[-1] is False
+    chunk(r, [Q])
+    spin(r, 0.2)
+    assert len(r.out) == n + 1 and r.node.gate.rejected == {'non_finite': 1, 'joint_names': 1}
+    # silence of the action expert's chunks stops the robot too
+    spin(r, 0.9)
+    assert r.node.monitor.stopped and 'no action chunk' in r.node.monitor.reason and r.stop[-1] is True

@@ -1,0 +1,99 @@
+"""Clamping gate: no forwarded point ever breaks a limit; NaN chunks never pass."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wam_core.limits import ChunkRejected, ClampGate, JointLimit, check_trajectory, limits_from_dict
+
+NAMES = ['j1', 'j2', 'j3']
+LIMITS = {'j1': JointLimit(-1.0, 1.0, 1.0, 10.0, 5.0),
+          'j2': JointLimit(-2.0, 0.5, 0.5, 10.0, 2.0),
+          'j3': JointLimit(0.0, 0.04, 0.1, 5.0, 1.0)}
+PERIOD = 0.02
+
+
+def _gate():
+    return ClampGate(NAMES, LIMITS, PERIOD)
+
+
+finite = st.floats(-5, 5, allow_nan=False, allow_infinity=False)
+anyfloat = st.one_of(finite, st.just(math.nan), st.just(math.inf), st.just(-math.inf))
+
+
+@st.composite
+def chunks(draw, values=finite):
+    h = draw(st.integers(1, 16))
+    pos = np.array(draw(st.lists(st.lists(values, min_size=3, max_size=3), min_size=h, max_size=h)))
+    dts = draw(st.lists(st.floats(0.005, 0.1), min_size=h, max_size=h))
+    t0 = draw(st.sampled_from([0.0, 0.02]))
+    times = t0 + np.concatenate([[0.0], np.cumsum(dts[1:])])
+    current = np.array([draw(st.floats(-1.0, 1.0)), draw(st.floats(-2.0, 0.5)), draw(st.floats(0.0, 0.04))])
+    return pos, times, current
+
+
+@settings(max_examples=400, deadline=None)
+@given(chunks())
+def test_forwarded_points_never_break_a_limit(chunk):
+    pos, times, current = chunk
+    gate = _gate()
+    try:
+        res = gate.apply(NAMES, pos, times, current)
+    except ChunkRejected as exc:
+        assert exc.reason == 'infeasible'
+        return
+    assert check_trajectory(res.positions, res.times, current, gate) == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(chunks(values=anyfloat))
+def test_non_finite_chunks_are_never_forwarded(chunk):
+    pos, times, current = chunk
+    gate = _gate()
+    if np.all(np.isfinite(pos)):
+        return
+    with pytest.raises(ChunkRejected) as exc:
+        gate.apply(NAMES, pos, times, current)
+    assert exc.value.reason == 'non_finite' and gate.rejected == {'non_finite': 1}
+
+
+def test_a_feasible_chunk_passes_unchanged():
+    gate = _gate()
+    current = np.array([0.0, 0.0, 0.02])
+    times = np.arange(5) * PERIOD
+    pos = current + np.outer(np.arange(1, 6), [0.001, -0.001, 0.0])
+    res = gate.apply(NAMES, pos, times, current)
+    assert res.clamped_points == 0 and np.allclose(res.positions, pos)
+
+
+def test_a_jump_is_clamped_and_counted():
+    gate = _gate()
+    current = np.zeros(3)
+    res = gate.apply(NAMES, [[0.9, 0.0, 0.0]], [0.0], current)
+    assert res.clamped_points == 1 and res.positions[0, 0] == pytest.approx(1.0 * PERIOD)
+    assert gate.clamped_points == 1
+
+
+def test_joint_names_are_reordered_or_rejected():
+    gate = _gate()
+    res = gate.apply(['j3', 'j1', 'j2'], [[0.0, 0.01, 0.0]], [0.0], np.zeros(3))
+    assert res.positions[0, 0] == pytest.approx(0.01)
+    for names in (['j1', 'j2'], ['j1', 'j2', 'x'], ['j1', 'j1', 'j2']):
+        with pytest.raises(ChunkRejected, match='joint_names'):
+            gate.apply(names, [[0.0] * len(names)], [0.0], np.zeros(3))
+
+
+def test_bad_times_are_rejected():
+    with pytest.raises(ChunkRejected, match='times'):
+        _gate().apply(NAMES, [[0, 0, 0], [0, 0, 0]], [0.02, 0.02], np.zeros(3))
+
+
+def test_limits_from_config_dict():
+    lim = limits_from_dict(['a'], {'a': {'lower': -1, 'upper': 1, 'velocity': 2, 'effort': 3}})
+    assert lim['a'].acceleration == 10.0
+    with pytest.raises(ValueError, match='no limits'):
+        limits_from_dict(['b'], {})
+    with pytest.raises(ValueError, match='bad limits'):
+        limits_from_dict(['a'], {'a': {'lower': 1, 'upper': -1, 'velocity': 2}})

@@ -1,0 +1,87 @@
+from wam_core.safety import ERROR, OK, STALE, WARN, SafetyConfig, SafetyMonitor, node_of
+
+CFG = SafetyConfig(required_nodes=['world_expert', 'action_expert'], silence_timeout_s=3.0,
+                   chunk_timeout_s=0.1, holdoff_s=2.0)
+
+
+def _started(now=0.0):
+    m = SafetyMonitor(CFG, now)
+    assert m.stopped and 'starting' in m.reason          # nothing moves before the nodes report
+    _ok(m, now)
+    assert m.reset(now)[0] and not m.stopped
+    return m
+
+
+def _ok(m, now):
+    m.on_status('world_expert: world expert', OK, 'encoding', {'model version': 'v1'}, now)
+    m.on_status('action_expert: action expert', OK, 'serving', {'world version accepted': 'v1'}, now)
+    m.on_chunk(now)
+
+
+def test_node_of():
+    assert node_of('/world_expert: world expert') == 'world_expert'
+
+
+def test_error_from_required_node_stops_and_holdoff_clears():
+    m = _started()
+    assert not m.evaluate(0.05) and not m.stopped
+    assert m.on_status('action_expert: action expert', ERROR, 'boom', {}, 0.1)
+    assert m.stopped and 'ERROR' in m.reason
+    t = 0.1
+    while t < 2.05:                                    # all OK, chunks every 50 ms
+        t += 0.05
+        _ok(m, t)
+        m.evaluate(t)
+    assert m.stopped                                   # hold-off (2 s from 0.15) not yet elapsed
+    for _ in range(3):
+        t += 0.05
+        _ok(m, t)
+        m.evaluate(t)
+    assert not m.stopped and m.stops == 1
+
+
+def test_warn_and_unrequired_nodes_do_not_stop():
+    m = _started()
+    m.on_status('world_expert: world expert', WARN, 'slow camera', {}, 0.01)
+    m.on_status('other_node: thing', ERROR, 'not ours', {}, 0.01)
+    m.on_chunk(0.01)
+    assert not m.evaluate(0.02) and not m.stopped
+
+
+def test_stale_silence_and_chunk_silence_stop():
+    m = _started()
+    assert m.on_status('world_expert: world expert', STALE, '', {}, 0.01)
+    m2 = _started()
+    assert m2.evaluate(0.15) and 'no action chunk' in m2.reason
+    m3 = _started()
+    for t in range(1, 40):
+        m3.on_chunk(t * 0.1)
+        m3.on_status('action_expert: action expert', OK, '', {}, t * 0.1)
+    m3.evaluate(3.95)
+    assert m3.stopped and 'world_expert silent' in m3.reason
+
+
+def test_version_mismatch_is_an_error():
+    m = _started()
+    assert m.on_status('world_expert: world expert', OK, '', {'model version': 'v2'}, 0.01)
+    assert 'version mismatch' in m.reason
+
+
+def test_reset_only_when_ok():
+    m = _started()
+    m.on_status('action_expert: action expert', ERROR, 'boom', {}, 0.01)
+    ok, msg = m.reset(0.02)
+    assert not ok and 'boom' in msg and m.stopped
+    _ok(m, 0.03)
+    ok, msg = m.reset(0.03)
+    assert ok and not m.stopped
+
+
+def test_startup_clears_after_holdoff_without_counting_a_stop():
+    m = SafetyMonitor(CFG, 0.0)
+    t = 0.0
+    while t < 2.5:
+        t += 0.05
+        _ok(m, t)
+        m.evaluate(t)
+    assert not m.stopped and m.stops == 0

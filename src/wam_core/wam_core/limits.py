@@ -1,0 +1,175 @@
+"""Joint limits and the clamping gate: every action that reaches the robot passes here.
+
+Limits are URDF-style per joint (lower/upper in rad or m, velocity, effort) plus an
+acceleration limit as in ros2_control's joint_limits. ``ClampGate.apply`` turns a raw
+chunk into one that respects position, velocity and acceleration limits, or rejects
+it whole (non-finite values, wrong joints, bad timing, or no feasible motion).
+
+Per joint and point k (dt_k = t_k - t_{k-1}; dt_0 = max(t_0, period) from the measured
+joint position q to point 0), the velocity of segment k is clipped into the
+intersection of
+  [-v_max, v_max]                                  velocity limit
+  [v_{k-1} - a dt_k, v_{k-1} + a dt_k]             acceleration limit (k >= 1)
+  [(lower - p_{k-1}) / dt_k, (upper - p_{k-1}) / dt_k]   position limits
+  braking bounds so that, decelerating at a, the joint can still stop inside the
+  limits: (p + v dt) + v^2 / (2a) <= upper (and the mirror for lower).
+An empty intersection (the robot already moves too fast towards a limit, or is
+outside its limits) rejects the chunk: the robot then finishes the last safe chunk.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+EPS = 1e-9
+MAX_POINTS = 1000
+
+
+class ChunkRejected(ValueError):
+    """The chunk cannot be made safe; ``reason`` is a short counter key."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(f'{reason}: {detail}')
+        self.reason = reason
+
+
+@dataclass
+class JointLimit:
+    lower: float
+    upper: float
+    velocity: float          # rad/s (m/s)
+    effort: float = 0.0      # recorded for completeness; position control does not use it
+    acceleration: float = 10.0
+
+    def validate(self, name: str) -> None:
+        vals = (self.lower, self.upper, self.velocity, self.acceleration)
+        if not all(math.isfinite(v) for v in vals) or self.lower >= self.upper or self.velocity <= 0 \
+                or self.acceleration <= 0:
+            raise ValueError(f'bad limits for joint {name!r}: {self}')
+
+
+def limits_from_dict(joint_names: Sequence[str], data: Dict[str, Dict[str, float]]) -> Dict[str, JointLimit]:
+    """{'joint': {'lower':..,'upper':..,'velocity':..,'effort':..,'acceleration':..}} -> limits."""
+    out = {}
+    for name in joint_names:
+        if name not in data:
+            raise ValueError(f'no limits configured for joint {name!r}')
+        spec = data[name]
+        lim = JointLimit(float(spec['lower']), float(spec['upper']), float(spec['velocity']),
+                         float(spec.get('effort', 0.0)), float(spec.get('acceleration', 10.0)))
+        lim.validate(name)
+        out[name] = lim
+    return out
+
+
+@dataclass
+class GateResult:
+    positions: np.ndarray        # [H, N] in configured joint order
+    times: np.ndarray            # [H] time_from_start, s
+    clamped_points: int          # points where any joint was changed
+
+
+class ClampGate:
+    def __init__(self, joint_names: Sequence[str], limits: Dict[str, JointLimit], period_s: float):
+        self.joint_names = list(joint_names)
+        self.lower = np.array([limits[n].lower for n in joint_names])
+        self.upper = np.array([limits[n].upper for n in joint_names])
+        self.vmax = np.array([limits[n].velocity for n in joint_names])
+        self.amax = np.array([limits[n].acceleration for n in joint_names])
+        self.period_s = period_s
+        self.chunks = 0
+        self.clamped_points = 0
+        self.rejected: Dict[str, int] = {}
+
+    def _reject(self, reason: str, detail: str):
+        self.rejected[reason] = self.rejected.get(reason, 0) + 1
+        raise ChunkRejected(reason, detail)
+
+    def _order(self, names: Sequence[str]) -> np.ndarray:
+        if len(names) != len(self.joint_names) or set(names) != set(self.joint_names) or \
+                len(set(names)) != len(names):
+            self._reject('joint_names', f'got {list(names)[:10]}, robot has {self.joint_names}')
+        where = {n: i for i, n in enumerate(names)}
+        return np.array([where[n] for n in self.joint_names])
+
+    def apply(self, names: Sequence[str], positions, times, current: np.ndarray,
+              current_velocity: Optional[np.ndarray] = None) -> GateResult:
+        """positions [H, len(names)], times [H] (s from the chunk start), current [N] (configured order)."""
+        order = self._order(names)
+        p = np.asarray(positions, dtype=np.float64)
+        t = np.asarray(times, dtype=np.float64)
+        if p.ndim != 2 or p.shape[0] == 0 or p.shape[1] != len(self.joint_names) or t.shape != (p.shape[0],):
+            self._reject('shape', f'positions {p.shape}, times {t.shape}')
+        if p.shape[0] > MAX_POINTS:
+            self._reject('shape', f'{p.shape[0]} points > {MAX_POINTS}')
+        if not (np.all(np.isfinite(p)) and np.all(np.isfinite(t))):
+            self._reject('non_finite', 'NaN/inf in positions or times')
+        if t[0] < 0 or np.any(np.diff(t) <= 0):
+            self._reject('times', 'time_from_start must start >= 0 and strictly increase')
+        q = np.asarray(current, dtype=np.float64)
+        if q.shape != (len(self.joint_names),) or not np.all(np.isfinite(q)):
+            self._reject('joint_state', 'no valid current joint state')
+        p = p[:, order]
+        out = np.empty_like(p)
+        prev = q
+        v_prev = None
+        if current_velocity is not None and np.all(np.isfinite(current_velocity)):
+            v_prev = np.asarray(current_velocity, dtype=np.float64)
+        clamped = 0
+        for k in range(p.shape[0]):
+            dt = max(t[0], self.period_s) if k == 0 else t[k] - t[k - 1]
+            v = (p[k] - prev) / dt
+            lo = np.maximum(-self.vmax, (self.lower - prev) / dt)
+            hi = np.minimum(self.vmax, (self.upper - prev) / dt)
+            if v_prev is not None:
+                lo = np.maximum(lo, v_prev - self.amax * dt)
+                hi = np.minimum(hi, v_prev + self.amax * dt)
+            # braking: (prev + v dt) + v|v|/(2a) within limits  <=>  v within these roots
+            ad = self.amax * dt
+            hi = np.minimum(hi, -ad + np.sqrt(np.maximum(ad * ad + 2 * self.amax * (self.upper - prev), 0.0)))
+            lo = np.maximum(lo, ad - np.sqrt(np.maximum(ad * ad + 2 * self.amax * (prev - self.lower), 0.0)))
+            if np.any(lo > hi + EPS):
+                j = int(np.argmax(lo - hi))
+                self._reject('infeasible', f'no safe motion for {self.joint_names[j]} at point {k}')
+            v_safe = np.clip(v, lo, np.maximum(lo, hi))
+            if np.any(np.abs(v_safe - v) * dt > 1e-12):
+                clamped += 1
+            out[k] = np.clip(prev + v_safe * dt, self.lower, self.upper)   # rounding only
+            v_prev = (out[k] - prev) / dt
+            prev = out[k]
+        self.chunks += 1
+        self.clamped_points += clamped
+        return GateResult(out, t.copy(), clamped)
+
+
+def default_limits(joint_names: Sequence[str]) -> Dict[str, JointLimit]:
+    """Conservative limits for the default 6-DoF arm + gripper (rad, rad/s, rad/s^2)."""
+    out = {}
+    for n in joint_names:
+        if 'gripper' in n:
+            out[n] = JointLimit(0.0, 0.04, 0.1, 20.0, 1.0)     # prismatic finger, metres
+        else:
+            out[n] = JointLimit(-2.9, 2.9, 1.5, 50.0, 8.0)
+    return out
+
+
+def check_trajectory(positions: np.ndarray, times: np.ndarray, current: np.ndarray, gate: ClampGate,
+                     tol: float = 1e-6) -> List[str]:
+    """Independent check (used by tests and recorders): the list of violated limits."""
+    bad = []
+    p = np.asarray(positions)
+    if np.any(p < gate.lower - tol) or np.any(p > gate.upper + tol):
+        bad.append('position')
+    prev, v_prev = current, None
+    for k in range(len(p)):
+        dt = max(times[0], gate.period_s) if k == 0 else times[k] - times[k - 1]
+        v = (p[k] - prev) / dt
+        if np.any(np.abs(v) > gate.vmax + tol / dt):
+            bad.append(f'velocity@{k}')
+        if v_prev is not None and np.any(np.abs(v - v_prev) > gate.amax * dt + 2 * tol / dt):
+            bad.append(f'acceleration@{k}')
+        prev, v_prev = p[k], v
+    return bad
