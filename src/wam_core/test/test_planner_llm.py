@@ -1,0 +1,122 @@
+"""LLM planner against a local HTTP server that answers in each of the ways servers fail."""
+import http.server
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+from wam_core.plan import PlanError
+from wam_core.planner_llm import CircuitBreaker, FallbackPlanner, LLMError, LLMPlanner
+from wam_core.planner_rules import RulePlanner
+
+VALID = {'subtasks': [{'skill': 'perceive', 'object': None, 'destination': None},
+                      {'skill': 'grasp', 'object': {'class': 'cube', 'color': 'blue'}, 'destination': None}]}
+TIMEOUT = 0.5
+
+
+class Server:
+    def __init__(self):
+        self.mode = 'valid'
+        self.requests = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers['Content-Length'])))
+                outer.requests.append((self.path, body))
+                mode = outer.mode
+                if mode == 'slow':
+                    time.sleep(TIMEOUT * 2.5)
+                if mode == 'http500':
+                    self.send_response(500)
+                    self.end_headers()
+                    return
+                content = {'valid': json.dumps(VALID), 'slow': json.dumps(VALID), 'invalid_json': '{"subtasks": [',
+                           'schema': json.dumps({'subtasks': [{'skill': 'teleport', 'object': None,
+                                                               'destination': None}]}),
+                           'oversized': ' ' * 20000 + json.dumps(VALID)}[mode]
+                data = json.dumps({'choices': [{'message': {'role': 'assistant', 'content': content}}]}).encode()
+                self.send_response(200)
+                self.send_header('Content-Type', 'application/json')
+                self.send_header('Content-Length', str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+        self.url = f'http://127.0.0.1:{self.httpd.server_address[1]}/v1'
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    s = Server()
+    yield s
+    s.close()
+
+
+def _planner(url, **kw):
+    kw.setdefault('deadline_s', 3 * TIMEOUT)
+    return LLMPlanner(url, timeout_s=TIMEOUT, retries=2, backoff_s=0.02, **kw)
+
+
+def test_valid_plan_and_the_request_asks_for_schema_constrained_json(server):
+    plan = _planner(server.url).plan('pick up the blue cube')
+    assert plan.source == 'llm' and plan.subtasks[1].object.text() == 'blue cube'
+    path, body = server.requests[0]
+    assert path == '/v1/chat/completions'
+    rf = body['response_format']
+    assert rf['type'] == 'json_schema' and rf['json_schema']['schema']['required'] == ['subtasks']
+    assert body['messages'][-1]['content'] == 'pick up the blue cube'
+
+
+@pytest.mark.parametrize('mode,reason,attempts', [
+    ('invalid_json', 'invalid_json', 1), ('schema', 'schema', 1), ('oversized', 'oversized', 1),
+    ('http500', 'http_5xx', 3), ('slow', 'timeout', None)])
+def test_each_failure_falls_back_to_rules_within_the_deadline(server, mode, reason, attempts):
+    server.mode = mode
+    fb = FallbackPlanner(_planner(server.url), RulePlanner(), logger=lambda m: None)
+    t0 = time.monotonic()
+    plan = fb.plan('put the red apple in the fridge')
+    elapsed = time.monotonic() - t0
+    assert plan.source == 'rules' and plan.subtasks[-1].skill == 'release'
+    assert fb.fallbacks == {reason: 1}
+    assert elapsed < 3 * TIMEOUT + 0.5
+    if attempts is not None:
+        assert len(server.requests) == attempts
+
+
+def test_refused_connection_falls_back_and_opens_the_breaker():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]            # nothing listens here once closed
+    breaker = CircuitBreaker(failures=3, cooldown_s=60)
+    llm = _planner(f'http://127.0.0.1:{port}/v1', breaker=breaker)
+    fb = FallbackPlanner(llm, RulePlanner(), logger=lambda m: None)
+    assert fb.plan('open the fridge').source == 'rules'
+    assert fb.fallbacks == {'connection': 1}
+    assert not breaker.allow()               # three refusals: the breaker is open
+    t0 = time.monotonic()
+    assert fb.plan('open the fridge').source == 'rules'
+    assert fb.fallbacks['circuit_open'] == 1 and time.monotonic() - t0 < 0.1
+
+
+def test_unplannable_instruction_fails_with_both_reasons(server):
+    server.mode = 'schema'
+    fb = FallbackPlanner(_planner(server.url), RulePlanner(), logger=lambda m: None)
+    with pytest.raises(PlanError, match='no known skill'):
+        fb.plan('sing a song')
+
+
+def test_oversized_instruction_is_not_sent(server):
+    with pytest.raises(LLMError, match='bad_instruction'):
+        _planner(server.url).plan('x' * 10_000)
+    assert server.requests == []
