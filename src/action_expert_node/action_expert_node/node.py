@@ -16,10 +16,10 @@ from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
-from rclpy.qos import qos_profile_sensor_data
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
-from wam_interfaces.msg import RepresentationDescriptor
+from wam_interfaces.msg import ActiveSubtask, RepresentationDescriptor
 
 from wam_core import ros_convert as rc
 from wam_util.executors import run_node
@@ -82,7 +82,12 @@ class ActionExpertNode(LifecycleNode):
             self.create_subscription(JointState, '/joint_states', self._on_joint_state, qos_profile_sensor_data),
             self.create_subscription(RepresentationDescriptor, '/world_expert/representation',
                                      self._on_descriptor, 10),
+            # latched: an expert that (re)starts mid-task still gets the active subtask
+            self.create_subscription(ActiveSubtask, '/harness/active_subtask', self._on_subtask,
+                                     QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                                                reliability=ReliabilityPolicy.RELIABLE)),
         ]
+        self.subtask_text = '(none: default conditioning)'
         self.get_logger().info(f'action expert {manifest.name} version {manifest.version} loaded from {model_dir}; '
                                f'accepts world version {self.world_version}, chunk {model.config.chunk_size}'
                                f'x{model.config.num_joints}')
@@ -137,6 +142,14 @@ class ActionExpertNode(LifecycleNode):
             self.ticker.set_joint_state(self.joints.map(msg.name, msg.position))
         except JointStateError as exc:
             self._reject('joint_state', exc)
+
+    def _on_subtask(self, msg: ActiveSubtask) -> None:
+        try:
+            self.ticker.set_subtask(np.asarray(msg.embedding, dtype=np.float32))
+        except ValueError as exc:
+            self._reject('active_subtask', exc)
+            return
+        self.subtask_text = msg.subtask.text
 
     def _on_descriptor(self, msg: RepresentationDescriptor) -> None:
         self._repr_rate.tick(time.monotonic())
@@ -206,7 +219,8 @@ class ActionExpertNode(LifecycleNode):
             level, message = rc.WARN, f'holding: {self.last_reason}'
         elif out_rate < 0.9 * hz:
             level, message = rc.WARN, f'chunks at {out_rate:.1f} Hz, expected {hz:.0f} Hz'
-        values = [('world version accepted', self.world_version), ('ticks', t.ticks), ('chunks', t.chunks),
+        values = [('world version accepted', self.world_version), ('active subtask', self.subtask_text),
+                  ('ticks', t.ticks), ('chunks', t.chunks),
                   ('degraded ticks', t.degraded_ticks), ('kv prepares', t.prepares),
                   ('cache hit rate', hits / total if total else float('nan')),
                   ('chunk rate Hz', out_rate), ('expected chunk Hz', hz),

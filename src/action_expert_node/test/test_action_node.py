@@ -4,14 +4,15 @@ import os
 import random
 import time
 
+import numpy as np
 import pytest
 import rclpy
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.parameter import Parameter
-from rclpy.qos import qos_profile_sensor_data
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
-from wam_interfaces.msg import RepresentationDescriptor
+from wam_interfaces.msg import ActiveSubtask, RepresentationDescriptor
 
 from action_expert_node.node import ActionExpertNode
 from wam_core.config import DEFAULT_JOINT_NAMES
@@ -94,6 +95,20 @@ def test_bad_inputs_rejected_holds_then_chunks(models, ros):
         assert tfs[0] == 0.0 and abs(tfs[1] - 0.02) < 1e-9 and abs(tfs[-1] - 0.30) < 1e-9
         assert all(len(p.positions) == 7 and all(math.isfinite(x) for x in p.positions) for p in c.points)
         assert node.ticker.prepares == 1
+        # subtask conditioning: a bad vector is rejected, a good one changes the chunk
+        before = np.array([p.positions for p in chunks[-1].points])
+        sub_pub = probe.create_publisher(ActiveSubtask, '/harness/active_subtask', QoSProfile(
+            depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE))
+        sub_pub.publish(ActiveSubtask(embedding=[1.0] * 5))
+        _spin(ex, 0.2)
+        assert node.rejected.get('active_subtask') == 1
+        vec = np.random.default_rng(0).normal(size=384).astype(np.float32)
+        msg = ActiveSubtask(embedding=(vec / np.linalg.norm(vec)).tolist())
+        msg.subtask.text = 'grasp the red apple'
+        sub_pub.publish(msg)
+        _spin(ex, 0.3)
+        after = np.array([p.positions for p in chunks[-1].points])
+        assert node.subtask_text == 'grasp the red apple' and not np.allclose(before, after)
     finally:
         node.release()
         ex.shutdown()

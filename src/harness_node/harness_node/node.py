@@ -6,29 +6,45 @@
   and a 100 Hz watchdog. A stop latches /safety/stop = true (transient local), sends
   a hold at the current joint positions and refuses chunks until everything is OK for
   the hold-off, or /harness/reset (std_srvs/Trigger) is called while everything is OK.
-Task decomposition and subtask conditioning join here in the harness issue.
+- Tasks: the ExecuteTask action (and /instruction, std_msgs/String, the same path)
+  plans with the LLM planner (SGLang or any OpenAI-compatible server) falling back to
+  the rules, embeds each subtask once and publishes it on /harness/active_subtask.
+  Until the simulated robot reports task state, each subtask runs for
+  ``task.subtask_duration_s``; cancel (or a safety stop) holds the robot.
 """
 from __future__ import annotations
 
 import time
 
 from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.node import Node
+from rclpy.task import Future
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Bool
+from std_msgs.msg import Bool, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
+from wam_interfaces.action import ExecuteTask
+from wam_interfaces.msg import ActiveSubtask
+from wam_interfaces.msg import Subtask as SubtaskMsg
 
 from wam_core import ros_convert as rc
 from wam_core.joint_state import JointStateError, JointStateMapper
 from wam_core.latency import LatencyWindow, RateMeter
 from wam_core.limits import ChunkRejected, ClampGate, default_limits, limits_from_dict
+from wam_core.plan import MAX_INSTRUCTION, PlanError
+from wam_core.planner_llm import FallbackPlanner, LLMPlanner
+from wam_core.planner_rules import RulePlanner
 from wam_core.safety import SafetyConfig, SafetyMonitor
 from wam_util.executors import run_node
 from wam_util.params import declare_stack_config, read_stack_config
 
 LIMIT_FIELDS = ('lower', 'upper', 'velocity', 'effort', 'acceleration')
+
+
+def latched_qos() -> QoSProfile:
+    return QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE)
 
 
 class HarnessNode(Node):
@@ -61,19 +77,141 @@ class HarnessNode(Node):
         self.stop_latency_ms = LatencyWindow()   # trigger (diagnostic received / timeout seen) -> hold sent
         self._chunk_rate = RateMeter()
         self._out_rate = RateMeter()
-        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
-                             reliability=ReliabilityPolicy.RELIABLE)
-        self._stop_pub = self.create_publisher(Bool, '/safety/stop', latched)
+        self._stop_pub = self.create_publisher(Bool, '/safety/stop', latched_qos())
         self._out = self.create_publisher(JointTrajectory, '/arm_controller/joint_trajectory', 10)
         self._diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         self.create_subscription(JointTrajectory, '/action_expert/raw_chunk', self._on_chunk, 10)
         self.create_subscription(JointState, '/joint_states', self._on_joint_state, qos_profile_sensor_data)
         self.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 50)
         self.create_service(Trigger, '/harness/reset', self._on_reset)
+        self._setup_tasks()
         self.create_timer(0.01, self._watchdog)
         self.create_timer(1.0, self._publish_diagnostics)
         self._publish_stop(True)        # the monitor starts stopped
         self.get_logger().info(f'safety: {self.monitor.reason}')
+
+    # tasks ------------------------------------------------------------------------
+    def _setup_tasks(self) -> None:
+        use_llm = self.declare_parameter('planner.use_llm', True).value
+        url = self.declare_parameter('planner.llm_url', 'http://localhost:30000/v1').value
+        model = self.declare_parameter('planner.llm_model', 'default').value
+        timeout = self.declare_parameter('planner.timeout_s', 2.0).value
+        self.subtask_s = self.declare_parameter('task.subtask_duration_s', 2.0).value
+        redis_url = self.declare_parameter('embedding.redis_url', '').value
+        llm = LLMPlanner(url, model, timeout_s=timeout, deadline_s=2 * timeout) if use_llm else None
+        self.planner = FallbackPlanner(llm, RulePlanner(), logger=lambda m: self.get_logger().warning(m))
+        from wam_core.embedding import SubtaskEmbedder
+        self.embedder = SubtaskEmbedder(redis_url=redis_url)
+        self.task_state = 'idle'
+        self.active = None
+        self.tasks = {'succeeded': 0, 'failed': 0, 'canceled': 0}
+        self._busy = False
+        self._subtask_pub = self.create_publisher(ActiveSubtask, '/harness/active_subtask', latched_qos())
+        self._action = ActionServer(self, ExecuteTask, '/harness/execute_task', execute_callback=self._execute,
+                                    goal_callback=self._on_goal, cancel_callback=lambda _: CancelResponse.ACCEPT)
+        self.create_subscription(String, '/instruction', self._on_instruction, 10)
+
+    def _on_goal(self, goal) -> GoalResponse:
+        text = goal.instruction
+        if self._busy:
+            self.get_logger().warning('rejected goal: a task is already running')
+            return GoalResponse.REJECT
+        if not text.strip() or len(text) > MAX_INSTRUCTION:
+            self._reject_input('instruction', ValueError(f'empty or longer than {MAX_INSTRUCTION} characters'))
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
+    def _on_instruction(self, msg: String) -> None:
+        """Convenience entry: the same path as an ExecuteTask goal, without feedback."""
+        goal = ExecuteTask.Goal(instruction=msg.data)
+        if self._on_goal(goal) == GoalResponse.ACCEPT:
+            self.executor.create_task(self._run(msg.data, None))
+
+    async def _execute(self, goal_handle):
+        return await self._run(goal_handle.request.instruction, goal_handle)
+
+    async def _sleep(self, seconds: float) -> None:
+        fut = Future()
+        timer = self.create_timer(seconds, lambda: fut.done() or fut.set_result(None))
+        await fut
+        self.destroy_timer(timer)
+
+    async def _run(self, instruction: str, goal_handle):
+        self._busy = True
+        result = ExecuteTask.Result()
+        fb = ExecuteTask.Feedback()
+        try:
+            self.task_state = fb.state = 'planning'
+            if goal_handle is not None:
+                goal_handle.publish_feedback(fb)
+            try:
+                plan = self.planner.plan(instruction)
+            except PlanError as exc:
+                self.get_logger().error(f'task failed: {exc}')
+                return self._finish(goal_handle, result, False, str(exc), 'failed')
+            fb.plan = result.plan = [self._subtask_msg(s) for s in plan.subtasks]
+            fb.planner = plan.source
+            self.get_logger().info(f'plan ({plan.source}) for {instruction[:80]!r}: '
+                                   + '; '.join(s.text() for s in plan.subtasks))
+            goal_id = str(id(goal_handle))
+            for i, sub in enumerate(plan.subtasks):
+                if goal_handle is not None and goal_handle.is_cancel_requested:
+                    self._hold()
+                    return self._finish(goal_handle, result, False, 'canceled', 'canceled')
+                self._publish_subtask(goal_id, i, len(plan.subtasks), sub)
+                fb.active_index, fb.active_skill, fb.state = i, sub.skill, 'executing'
+                self.task_state = f'executing {i + 1}/{len(plan.subtasks)}: {sub.text()}'
+                if goal_handle is not None:
+                    goal_handle.publish_feedback(fb)
+                end = time.monotonic() + self.subtask_s
+                while time.monotonic() < end:
+                    await self._sleep(0.05)
+                    if goal_handle is not None and goal_handle.is_cancel_requested:
+                        break
+            if goal_handle is not None and goal_handle.is_cancel_requested:
+                self._hold()
+                return self._finish(goal_handle, result, False, 'canceled', 'canceled')
+            return self._finish(goal_handle, result, True, 'done', 'succeeded')
+        finally:
+            self._busy = False
+
+    def _finish(self, goal_handle, result, success: bool, reason: str, state: str):
+        result.success, result.reason = success, reason
+        self.task_state = state
+        self.tasks[state] = self.tasks.get(state, 0) + 1
+        if goal_handle is not None:
+            if state == 'canceled':
+                goal_handle.canceled()
+            elif success:
+                goal_handle.succeed()
+            else:
+                goal_handle.abort()
+        return result
+
+    def _hold(self) -> None:
+        if self.current is not None:
+            self._out.publish(rc.joint_trajectory(self.joint_names, self.current.reshape(1, -1),
+                                                  time.time_ns(), 0.0))
+
+    @staticmethod
+    def _subtask_msg(sub) -> SubtaskMsg:
+        m = SubtaskMsg(skill=sub.skill, text=sub.text())
+        if sub.object:
+            m.object_class, m.object_color = sub.object.cls, sub.object.color
+        if sub.destination:
+            m.destination_class, m.destination_color = sub.destination.cls, sub.destination.color
+        return m
+
+    def _publish_subtask(self, goal_id: str, index: int, count: int, sub) -> None:
+        vec = self.embedder.embed(sub.text())          # once per subtask, never per tick
+        weights = self.embedder.intents(vec)
+        msg = ActiveSubtask(goal_id=goal_id, index=index, count=count, subtask=self._subtask_msg(sub))
+        msg.header.stamp = rc.ns_to_stamp(time.time_ns())
+        msg.embedding = vec.tolist()
+        msg.intent_names = list(weights)
+        msg.intent_weights = [weights[k] for k in msg.intent_names]
+        self._subtask_pub.publish(msg)
+        self.active = sub
 
     # inputs -----------------------------------------------------------------------
     def _reject_input(self, what: str, exc: Exception) -> None:
@@ -184,7 +322,13 @@ class HarnessNode(Node):
                   ('raw chunk rate Hz', self._chunk_rate.rate(now)),
                   ('expected chunk Hz', 1.0 / self.period_s),
                   ('forward rate Hz', self._out_rate.rate(now)),
-                  ('clamp p50 ms', c['p50']), ('clamp p99 ms', c['p99'])]
+                  ('clamp p50 ms', c['p50']), ('clamp p99 ms', c['p99']),
+                  ('task', self.task_state), ('tasks succeeded', self.tasks['succeeded']),
+                  ('tasks failed', self.tasks['failed']), ('tasks canceled', self.tasks['canceled']),
+                  ('plans by llm', self.planner.plans.get('llm', 0)),
+                  ('plans by rules', self.planner.plans.get('rules', 0)),
+                  ('embedding cache hits', self.embedder.hits), ('embedding model calls', self.embedder.model_calls)]
+        values += [(f'llm fallback: {k}', v) for k, v in sorted(self.planner.fallbacks.items())]
         values += [(f'rejected chunks: {k}', v) for k, v in sorted(self.gate.rejected.items())]
         values += [(f'rejected: {k}', v) for k, v in sorted(self.rejected_inputs.items())]
         status = rc.diagnostic_status(f'{self.get_name()}: safety gate', self.get_fully_qualified_name(),

@@ -23,7 +23,7 @@ PROTOTYPES = {
     'perceive': 'look at the scene', 'locate': 'find where the object is', 'navigate': 'move towards a place',
     'grasp': 'grasp and pick up the object', 'transport': 'carry the object to a place',
     'place': 'put the object down at a place', 'open': 'open the door', 'close': 'close the door',
-    'release': 'open the gripper and let go',
+    'release': 'release the object and let go of it',
 }
 assert set(PROTOTYPES) == set(SKILLS)
 

@@ -1,0 +1,119 @@
+"""ExecuteTask through real rclpy: plan, feedback per subtask, conditioning, cancel holds."""
+import os
+import random
+import socket
+import time
+
+import pytest
+import rclpy
+from action_msgs.msg import GoalStatus
+from rclpy.action import ActionClient
+from rclpy.parameter import Parameter
+from rclpy.qos import DurabilityPolicy, QoSProfile, qos_profile_sensor_data
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from trajectory_msgs.msg import JointTrajectory
+from wam_interfaces.action import ExecuteTask
+from wam_interfaces.msg import ActiveSubtask
+
+from harness_node.node import HarnessNode
+from wam_core.config import DEFAULT_JOINT_NAMES
+from wam_util.executors import make_executor, spin_slice
+
+
+def _dead_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def rig(request):
+    os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
+    rclpy.init()
+    node = HarnessNode(parameter_overrides=[
+        Parameter('task.subtask_duration_s', value=request.param),
+        # a server that refuses connections: every plan must come from the rule fallback
+        Parameter('planner.llm_url', value=f'http://127.0.0.1:{_dead_port()}/v1'),
+        Parameter('planner.timeout_s', value=0.2)])
+    probe = rclpy.create_node('probe')
+    r = type('Rig', (), {})()
+    r.node, r.probe = node, probe
+    r.subtasks, r.out, r.feedback = [], [], []
+    probe.create_subscription(ActiveSubtask, '/harness/active_subtask', r.subtasks.append,
+                              QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    probe.create_subscription(JointTrajectory, '/arm_controller/joint_trajectory', r.out.append, 10)
+    r.js = probe.create_publisher(JointState, '/joint_states', qos_profile_sensor_data)
+    r.instr = probe.create_publisher(String, '/instruction', 10)
+    r.client = ActionClient(probe, ExecuteTask, '/harness/execute_task')
+    r.ex = make_executor()
+    r.ex.add_node(node)
+    r.ex.add_node(probe)
+    yield r
+    r.ex.shutdown()
+    node.destroy_node()
+    probe.destroy_node()
+    rclpy.try_shutdown()
+
+
+def spin_until(r, pred, timeout):
+    end = time.monotonic() + timeout
+    while not pred() and time.monotonic() < end:
+        spin_slice(r.ex, 0.02)
+    return pred()
+
+
+def send(r, text):
+    assert spin_until(r, lambda: r.client.server_is_ready(), 10)
+    fut = r.client.send_goal_async(ExecuteTask.Goal(instruction=text), feedback_callback=r.feedback.append)
+    assert spin_until(r, fut.done, 10)
+    return fut.result()
+
+
+@pytest.mark.parametrize('rig', [0.1], indirect=True)
+def test_goal_runs_through_its_subtasks_with_feedback(rig):
+    r = rig
+    handle = send(r, 'put the red apple in the fridge')
+    assert handle.accepted
+    res_fut = handle.get_result_async()
+    assert spin_until(r, res_fut.done, 20)
+    res = res_fut.result()
+    assert res.status == GoalStatus.STATUS_SUCCEEDED and res.result.success
+    skills = [s.skill for s in res.result.plan]
+    assert skills == ['perceive', 'locate', 'grasp', 'transport', 'place', 'release']
+    executing = [f.feedback for f in r.feedback if f.feedback.state == 'executing']
+    assert [f.active_index for f in executing] == list(range(6))
+    assert executing[0].planner == 'rules' and r.node.planner.fallbacks.get('connection') == 1
+    assert spin_until(r, lambda: len(r.subtasks) >= 6, 5)
+    last = r.subtasks[-1]
+    assert last.subtask.text == 'release the red apple' and len(last.embedding) == 384
+    assert last.intent_names[max(range(9), key=lambda i: last.intent_weights[i])] == 'release'
+    assert r.node.embedder.model_calls == 6          # once per subtask
+
+
+@pytest.mark.parametrize('rig', [0.1], indirect=True)
+def test_unplannable_goal_fails_with_a_reason_and_instruction_topic_works(rig):
+    r = rig
+    handle = send(r, 'sing me a song')
+    res_fut = handle.get_result_async()
+    assert spin_until(r, res_fut.done, 20)
+    res = res_fut.result()
+    assert res.status == GoalStatus.STATUS_ABORTED and 'no known skill' in res.result.reason
+    assert not send(r, 'x' * 2000).accepted         # oversized: rejected up front
+    r.instr.publish(String(data='open the fridge'))
+    assert spin_until(r, lambda: any(s.subtask.skill == 'open' for s in r.subtasks), 10)
+
+
+@pytest.mark.parametrize('rig', [5.0], indirect=True)
+def test_cancel_stops_execution_and_holds(rig):
+    r = rig
+    r.js.publish(JointState(name=list(DEFAULT_JOINT_NAMES), position=[0.2] * 6 + [0.01]))
+    handle = send(r, 'pick up the green cube')
+    assert spin_until(r, lambda: any(f.feedback.state == 'executing' for f in r.feedback), 10)
+    r.js.publish(JointState(name=list(DEFAULT_JOINT_NAMES), position=[0.2] * 6 + [0.01]))
+    cancel = handle.cancel_goal_async()
+    assert spin_until(r, cancel.done, 5)
+    res_fut = handle.get_result_async()
+    assert spin_until(r, res_fut.done, 5)
+    assert res_fut.result().status == GoalStatus.STATUS_CANCELED
+    assert r.out and len(r.out[-1].points) == 1 and r.out[-1].points[0].positions[0] == pytest.approx(0.2)
