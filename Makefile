@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 ENV := source scripts/env.sh
 DEMO_ARGS ?= --duration 20
-.PHONY: setup demo demo-multi test bench clean
+.PHONY: setup demo demo-multi test test-llm bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -16,8 +16,11 @@ demo-multi: setup                 ## the same with one process per expert and th
 test: setup                       ## colcon build + colcon test + colcon test-result
 	@bash scripts/run_tests.sh
 
-bench: setup                      ## hot-path benchmark -> bench/report.json
-	@$(ENV) && python bench/hot_path.py
+test-llm: setup                   ## opt-in: the LLM planner against a real llama.cpp server (builds it once)
+	@bash scripts/test_llm.sh
+
+bench: setup                      ## hot-path and harness benchmarks -> bench/report.json
+	@$(ENV) && python bench/hot_path.py && python bench/harness.py
 
 clean:
 	rm -rf build install log

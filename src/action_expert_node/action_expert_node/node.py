@@ -12,7 +12,6 @@ import time
 
 import numpy as np
 import torch
-from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
@@ -22,6 +21,7 @@ from trajectory_msgs.msg import JointTrajectory
 from wam_interfaces.msg import ActiveSubtask, RepresentationDescriptor
 
 from wam_core import ros_convert as rc
+from wam_util.diagnostics import NodeDiagnostics
 from wam_util.executors import run_node
 from wam_util.params import declare_stack_config, read_stack_config
 from wam_core.action_expert import load_action_expert
@@ -56,7 +56,7 @@ class ActionExpertNode(LifecycleNode):
         # The tick gets its own group so a multi-threaded executor never queues it
         # behind a subscription callback.
         self._tick_group = MutuallyExclusiveCallbackGroup()
-        self._diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        self.diagnostics = NodeDiagnostics(self, 'action expert', self._diagnostics)
 
     # lifecycle ----------------------------------------------------------------
     def on_configure(self, state: State) -> TransitionCallbackReturn:
@@ -203,6 +203,9 @@ class ActionExpertNode(LifecycleNode):
 
     def _publish_diagnostics(self) -> None:
         self._diag_due = False
+        self.diagnostics.publish()
+
+    def _diagnostics(self):
         t = self.ticker
         now = time.monotonic()
         hz = 1.0 / self.cfg.control.period_s
@@ -231,9 +234,7 @@ class ActionExpertNode(LifecycleNode):
         for stage, s in self.timer_stats.summary().items():
             values += rc.latency_values(stage, s)
         values += rc.latency_values('period', self.period.summary())
-        status = rc.diagnostic_status(f'{self.get_name()}: action expert', self.get_fully_qualified_name(),
-                                      level, message, values)
-        self._diag_pub.publish(rc.diagnostic_array(time.time_ns(), [status]))
+        return level, message, values
 
 
 def main(args=None) -> None:

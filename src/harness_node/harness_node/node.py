@@ -37,6 +37,7 @@ from wam_core.plan import MAX_INSTRUCTION, PlanError
 from wam_core.planner_llm import FallbackPlanner, LLMPlanner
 from wam_core.planner_rules import RulePlanner
 from wam_core.safety import SafetyConfig, SafetyMonitor
+from wam_util.diagnostics import NodeDiagnostics
 from wam_util.executors import run_node
 from wam_util.params import declare_stack_config, read_stack_config
 
@@ -79,14 +80,14 @@ class HarnessNode(Node):
         self._out_rate = RateMeter()
         self._stop_pub = self.create_publisher(Bool, '/safety/stop', latched_qos())
         self._out = self.create_publisher(JointTrajectory, '/arm_controller/joint_trajectory', 10)
-        self._diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        self.diagnostics = NodeDiagnostics(self, 'safety gate', self._diagnostics)
         self.create_subscription(JointTrajectory, '/action_expert/raw_chunk', self._on_chunk, 10)
         self.create_subscription(JointState, '/joint_states', self._on_joint_state, qos_profile_sensor_data)
         self.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 50)
         self.create_service(Trigger, '/harness/reset', self._on_reset)
         self._setup_tasks()
         self.create_timer(0.01, self._watchdog)
-        self.create_timer(1.0, self._publish_diagnostics)
+        self.create_timer(1.0, self.diagnostics.publish)
         self._publish_stop(True)        # the monitor starts stopped
         self.get_logger().info(f'safety: {self.monitor.reason}')
 
@@ -309,7 +310,7 @@ class HarnessNode(Node):
         self.get_logger().info(f'reset requested: {message}')
         return response
 
-    def _publish_diagnostics(self) -> None:
+    def _diagnostics(self):
         now = time.monotonic()
         stopped = self.monitor.stopped
         level = rc.ERROR if stopped else rc.OK
@@ -331,9 +332,7 @@ class HarnessNode(Node):
         values += [(f'llm fallback: {k}', v) for k, v in sorted(self.planner.fallbacks.items())]
         values += [(f'rejected chunks: {k}', v) for k, v in sorted(self.gate.rejected.items())]
         values += [(f'rejected: {k}', v) for k, v in sorted(self.rejected_inputs.items())]
-        status = rc.diagnostic_status(f'{self.get_name()}: safety gate', self.get_fully_qualified_name(),
-                                      level, message, values)
-        self._diag_pub.publish(rc.diagnostic_array(time.time_ns(), [status]))
+        return level, message, values
 
 
 def main(args=None) -> None:

@@ -9,7 +9,6 @@ import threading
 import time
 
 import torch
-from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.qos import HistoryPolicy, QoSProfile, qos_profile_sensor_data
@@ -17,6 +16,7 @@ from sensor_msgs.msg import Image
 from wam_interfaces.msg import RepresentationDescriptor
 
 from wam_core import ros_convert as rc
+from wam_util.diagnostics import NodeDiagnostics
 from wam_util.executors import run_node
 from wam_util.params import declare_stack_config, read_stack_config
 from wam_core.config import ConfigError, resolve_path
@@ -50,7 +50,7 @@ class WorldExpertNode(LifecycleNode):
         self._worker = None
         self._running = False
         self.dropped = 0
-        self._diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        self.diagnostics = NodeDiagnostics(self, 'world expert', self._diagnostics)
 
     # lifecycle ----------------------------------------------------------------
     def on_configure(self, state: State) -> TransitionCallbackReturn:
@@ -81,7 +81,7 @@ class WorldExpertNode(LifecycleNode):
                          reliability=qos_profile_sensor_data.reliability,
                          durability=qos_profile_sensor_data.durability)
         self._sub = self.create_subscription(Image, self.get_parameter('camera_topic').value, self._on_image, qos)
-        self._diag_timer = self.create_timer(1.0, self._publish_diagnostics)
+        self._diag_timer = self.create_timer(1.0, self.diagnostics.publish)
         self._running = True
         self._worker = threading.Thread(target=self._encode_loop, name='world_encoder', daemon=True)
         self._worker.start()
@@ -165,7 +165,7 @@ class WorldExpertNode(LifecycleNode):
         if self._running:               # not while shutting down: the context may be gone
             self._pub.publish(d)
 
-    def _publish_diagnostics(self) -> None:
+    def _diagnostics(self):
         enc = self.encoder
         rate = self._frame_rate.rate(time.monotonic())
         expected = self.get_parameter('expected_camera_hz').value
@@ -183,9 +183,7 @@ class WorldExpertNode(LifecycleNode):
                   ('rejected frames', sum(enc.rejected.values()))]
         values += [(f'rejected: {k}', v) for k, v in sorted(enc.rejected.items())]
         values += rc.latency_values('encode', enc_s)
-        status = rc.diagnostic_status(f'{self.get_name()}: world expert', self.get_fully_qualified_name(),
-                                      level, message, values)
-        self._diag_pub.publish(rc.diagnostic_array(time.time_ns(), [status]))
+        return level, message, values
 
 
 def main(args=None) -> None:
