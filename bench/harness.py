@@ -9,7 +9,6 @@ safety_stop_latency_ms: through real rclpy, from an ERROR diagnostic published b
 """
 from __future__ import annotations
 
-import json
 import os
 import random
 import sys
@@ -17,8 +16,10 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report import update_report  # noqa: E402
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
-REPORT = os.path.join(ROOT, 'bench', 'report.json')
 INSTRUCTIONS = ['put the red apple in the fridge', 'Grasp the red apple and put it in the fridge',
                 'pick up the green cube', 'open the fridge, put the red apple in the fridge and close the fridge',
                 'go to the table', '把桌上的红色苹果放进冰箱', '打开冰箱', '拿起红色苹果，然后把它放进冰箱']
@@ -148,16 +149,7 @@ def main() -> int:
     out['clamp_ms_per_chunk'] = bench_clamp()
     print('safety stop through rclpy ...', flush=True)
     out['safety_stop_latency_ms'] = bench_safety_stop()
-    report = {}
-    if os.path.exists(REPORT):
-        try:
-            report = json.load(open(REPORT))
-        except ValueError:
-            report = {}
-    report['harness'] = out
-    os.makedirs(os.path.dirname(REPORT), exist_ok=True)
-    with open(REPORT, 'w') as fh:
-        json.dump(report, fh, indent=2)
+    path = update_report('harness', out)
     print()
     print(f"{'rule plan ms p50 / p99':32}{out['plan_rules_ms']['p50']:8.3f} / {out['plan_rules_ms']['p99']:.3f}")
     print(f"{'embed ms cold / warm p50':32}{out['embed_ms']['cold']:8.2f} / {out['embed_ms']['warm_p50']:.4f}")
@@ -165,7 +157,7 @@ def main() -> int:
           f"{out['clamp_ms_per_chunk']['p99']:.3f}")
     print(f"{'safety stop ms p50 / max':32}{out['safety_stop_latency_ms']['p50']:8.2f} / "
           f"{out['safety_stop_latency_ms']['max']:.2f}   (target max <= 40 ms)")
-    print(f'\nwrote {REPORT}')
+    print(f'\nwrote {path}')
     return 0
 
 

@@ -13,15 +13,16 @@ are kept) and prints a table. The headline is the multi-process (shared-memory) 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report import update_report  # noqa: E402
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
-REPORT = os.path.join(ROOT, 'bench', 'report.json')
 
 
 def run_mode(mode: str, seconds: float, config: str) -> dict:
@@ -103,16 +104,7 @@ def main() -> int:
     head['unified_over_split_p50'] = unified['p50'] / head['tick_ms']['p50']
     for mode in modes[1:]:
         head[f'{mode}_process'] = results[mode]
-    report = {}
-    if os.path.exists(REPORT):
-        try:
-            report = json.load(open(REPORT))
-        except ValueError:
-            report = {}
-    report['hot_path'] = head
-    os.makedirs(os.path.dirname(REPORT), exist_ok=True)
-    with open(REPORT, 'w') as fh:
-        json.dump(report, fh, indent=2)
+    path = update_report('hot_path', head)
 
     print()
     cols = modes
@@ -129,7 +121,7 @@ def main() -> int:
         print(f'{name:24}' + ''.join(f'{get(results[c]):>18.3f}' for c in cols))
     print(f'{"unified tick ms p50/p99":24}{unified["p50"]:>9.2f} / {unified["p99"]:.2f}'
           f'   ({head["unified_over_split_p50"]:.1f}x the split tick at p50)')
-    print(f'\nwrote {REPORT}')
+    print(f'\nwrote {path}')
     return 0
 
 
