@@ -97,9 +97,11 @@ class HarnessNode(Node):
         url = self.declare_parameter('planner.llm_url', 'http://localhost:30000/v1').value
         model = self.declare_parameter('planner.llm_model', 'default').value
         timeout = self.declare_parameter('planner.timeout_s', 2.0).value
+        schema_mode = self.declare_parameter('planner.schema_mode', 'json_schema').value
         self.subtask_s = self.declare_parameter('task.subtask_duration_s', 2.0).value
         redis_url = self.declare_parameter('embedding.redis_url', '').value
-        llm = LLMPlanner(url, model, timeout_s=timeout, deadline_s=2 * timeout) if use_llm else None
+        llm = (LLMPlanner(url, model, timeout_s=timeout, deadline_s=2 * timeout, schema_mode=schema_mode)
+               if use_llm else None)
         self.planner = FallbackPlanner(llm, RulePlanner(), logger=lambda m: self.get_logger().warning(m))
         from wam_core.embedding import SubtaskEmbedder
         self.embedder = SubtaskEmbedder(redis_url=redis_url)

@@ -109,6 +109,15 @@ def test_refused_connection_falls_back_and_opens_the_breaker():
     assert fb.fallbacks['circuit_open'] == 1 and time.monotonic() - t0 < 0.1
 
 
+def test_plan_naming_objects_not_in_the_instruction_falls_back(server):
+    fb = FallbackPlanner(_planner(server.url), RulePlanner(), logger=lambda m: None)
+    # the server always plans "grasp the blue cube"
+    assert fb.plan('pick up the blue block').source == 'llm'          # a synonym is grounded
+    plan = fb.plan('put the red apple in the fridge')
+    assert plan.source == 'rules' and fb.fallbacks == {'ungrounded': 1}
+    assert fb.plan('抓住蓝色方块').source == 'llm'
+
+
 def test_unplannable_instruction_fails_with_both_reasons(server):
     server.mode = 'schema'
     fb = FallbackPlanner(_planner(server.url), RulePlanner(), logger=lambda m: None)

@@ -5,7 +5,8 @@ The request asks for JSON constrained by the plan's JSON schema (``response_form
 a well-formed plan; the reply is still parsed and validated here. Transport failures
 (timeout, refused connection, HTTP 5xx) are retried with exponential backoff and
 jitter inside one overall deadline; a circuit breaker stops calling a dead server for
-a cool-down. ``FallbackPlanner`` falls back to the rules on any failure and counts why.
+a cool-down. ``FallbackPlanner`` falls back to the rules on any failure, including a
+valid plan that names objects the instruction never mentions, and counts why.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Callable, Dict, Optional
 import httpx
 
 from .plan import MAX_INSTRUCTION, PLAN_SCHEMA, SKILLS, Plan, PlanError, validate_plan
+from .planner_rules import ungrounded_objects
 
 MAX_REPLY_BYTES = 16_384
 
@@ -61,7 +63,7 @@ class LLMPlanner:
 
     def __init__(self, base_url: str = 'http://localhost:30000/v1', model: str = 'default',
                  timeout_s: float = 2.0, deadline_s: float = 4.0, retries: int = 2, backoff_s: float = 0.1,
-                 api_key: str = '', breaker: Optional[CircuitBreaker] = None,
+                 api_key: str = '', breaker: Optional[CircuitBreaker] = None, schema_mode: str = 'json_schema',
                  sleep: Callable[[float], None] = time.sleep, rng: Optional[random.Random] = None):
         self.url = base_url.rstrip('/') + '/chat/completions'
         self.model = model
@@ -69,6 +71,9 @@ class LLMPlanner:
         self.deadline_s = deadline_s
         self.retries = retries
         self.backoff_s = backoff_s
+        if schema_mode not in ('json_schema', 'json_object'):
+            raise ValueError("schema_mode must be 'json_schema' (OpenAI, SGLang) or 'json_object' (llama.cpp)")
+        self.schema_mode = schema_mode
         self.breaker = breaker or CircuitBreaker()
         self.sleep = sleep
         self.rng = rng or random.Random()
@@ -80,8 +85,11 @@ class LLMPlanner:
             'model': self.model, 'temperature': 0.0, 'max_tokens': 512,
             'messages': [{'role': 'system', 'content': SYSTEM_PROMPT},
                          {'role': 'user', 'content': instruction}],
-            'response_format': {'type': 'json_schema',
-                                'json_schema': {'name': 'task_plan', 'schema': PLAN_SCHEMA, 'strict': True}},
+            # OpenAI's and SGLang's form; llama.cpp's server takes the schema beside json_object.
+            'response_format': ({'type': 'json_schema',
+                                 'json_schema': {'name': 'task_plan', 'schema': PLAN_SCHEMA, 'strict': True}}
+                                if self.schema_mode == 'json_schema'
+                                else {'type': 'json_object', 'schema': PLAN_SCHEMA}),
         }
 
     def plan(self, instruction: str) -> Plan:
@@ -155,6 +163,9 @@ class FallbackPlanner:
         if self.llm is not None:
             try:
                 plan = self.llm.plan(instruction)
+                extra = ungrounded_objects(plan, instruction)
+                if extra:
+                    raise LLMError('ungrounded', f'plan names objects the instruction does not: {extra}')
                 self.plans['llm'] = self.plans.get('llm', 0) + 1
                 return plan
             except LLMError as exc:

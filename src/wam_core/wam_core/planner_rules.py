@@ -139,3 +139,18 @@ class RulePlanner:
         near = segs[-1] + (segs[-2] if len(segs) > 1 else '')
         color = next((v for k, v in ZH_COLORS.items() if k in near), '')
         return ObjectRef(cls, color)
+
+
+def mentions(instruction: str, cls: str) -> bool:
+    """Does the instruction name an object of this class (any synonym, either language)?"""
+    text = instruction.lower()
+    words = set(re.findall(r'[a-z]+', text))
+    if cls in words or any(OBJECTS.get(w) == cls for w in words):
+        return True
+    return any(v == cls and k in instruction for k, v in ZH_OBJECTS.items())
+
+
+def ungrounded_objects(plan: Plan, instruction: str) -> List[str]:
+    """Object classes the plan uses that the instruction never names (LLM hallucinations)."""
+    classes = {o.cls for s in plan.subtasks for o in (s.object, s.destination) if o is not None}
+    return sorted(c for c in classes if not mentions(instruction, c))
