@@ -37,6 +37,8 @@ class ActionExpertNode(LifecycleNode):
     def __init__(self, name: str = 'action_expert', cache=None, **kwargs):
         super().__init__(name, **kwargs)
         declare_stack_config(self)
+        self.declare_parameter('expected_joint_state_hz', 100.0)
+        self.declare_parameter('expected_representation_hz', 30.0)
         self._shared_cache = cache
         self.cache = None
         self.ticker = None
@@ -222,13 +224,19 @@ class ActionExpertNode(LifecycleNode):
             level, message = rc.WARN, f'holding: {self.last_reason}'
         elif out_rate < 0.9 * hz:
             level, message = rc.WARN, f'chunks at {out_rate:.1f} Hz, expected {hz:.0f} Hz'
+        js_rate, js_hz = self._joint_rate.rate(now), self.get_parameter('expected_joint_state_hz').value
+        rep_rate, rep_hz = self._repr_rate.rate(now), self.get_parameter('expected_representation_hz').value
+        if level == rc.OK and js_rate < 0.5 * js_hz:
+            level, message = rc.WARN, f'joint_states at {js_rate:.1f} Hz, expected {js_hz:.0f} Hz'
+        elif level == rc.OK and rep_rate < 0.5 * rep_hz:
+            level, message = rc.WARN, f'representations at {rep_rate:.1f} Hz, expected {rep_hz:.0f} Hz'
         values = [('world version accepted', self.world_version), ('active subtask', self.subtask_text),
                   ('ticks', t.ticks), ('chunks', t.chunks),
                   ('degraded ticks', t.degraded_ticks), ('kv prepares', t.prepares),
                   ('cache hit rate', hits / total if total else float('nan')),
                   ('chunk rate Hz', out_rate), ('expected chunk Hz', hz),
-                  ('joint_states rate Hz', self._joint_rate.rate(now)),
-                  ('representation rate Hz', self._repr_rate.rate(now))]
+                  ('joint_states rate Hz', js_rate), ('expected joint_states Hz', js_hz),
+                  ('representation rate Hz', rep_rate), ('expected representation Hz', rep_hz)]
         values += [(f'degraded: {k}', v) for k, v in sorted(t.degraded.items())]
         values += [(f'rejected: {k}', v) for k, v in sorted(self.rejected.items())]
         for stage, s in self.timer_stats.summary().items():
