@@ -21,9 +21,6 @@ from trajectory_msgs.msg import JointTrajectory
 from wam_interfaces.msg import ActiveSubtask, RepresentationDescriptor
 
 from wam_core import ros_convert as rc
-from wam_util.diagnostics import NodeDiagnostics
-from wam_util.executors import run_node
-from wam_util.params import declare_stack_config, read_stack_config
 from wam_core.action_expert import load_action_expert
 from wam_core.action_service import ActionTicker, Descriptor
 from wam_core.config import ConfigError, resolve_path
@@ -31,6 +28,9 @@ from wam_core.joint_state import JointStateError, JointStateMapper
 from wam_core.latency import LatencyWindow, RateMeter, StageTimer
 from wam_core.manifest import ManifestError
 from wam_core.repr_cache import CacheError, open_cache_reader
+from wam_util.diagnostics import NodeDiagnostics
+from wam_util.executors import run_node
+from wam_util.params import declare_stack_config, read_stack_config
 
 
 class ActionExpertNode(LifecycleNode):

@@ -16,15 +16,16 @@ from sensor_msgs.msg import Image
 from wam_interfaces.msg import RepresentationDescriptor
 
 from wam_core import ros_convert as rc
-from wam_util.diagnostics import NodeDiagnostics
-from wam_util.executors import run_node
-from wam_util.params import declare_stack_config, read_stack_config
 from wam_core.config import ConfigError, resolve_path
 from wam_core.image import ImageError
 from wam_core.latency import RateMeter
 from wam_core.manifest import ManifestError
 from wam_core.repr_cache import CacheError, open_cache_writer
 from wam_core.world_expert import WorldExpert, resolve_precision
+from wam_core.world_service import FrameEncoder
+from wam_util.diagnostics import NodeDiagnostics
+from wam_util.executors import run_node
+from wam_util.params import declare_stack_config, read_stack_config
 
 
 class WorldExpertNode(LifecycleNode):
@@ -54,7 +55,6 @@ class WorldExpertNode(LifecycleNode):
 
     # lifecycle ----------------------------------------------------------------
     def on_configure(self, state: State) -> TransitionCallbackReturn:
-        from wam_core.world_service import FrameEncoder
         try:
             self.cfg = read_stack_config(self)
             torch.set_num_threads(self.cfg.runtime.num_threads)
