@@ -13,3 +13,5 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
 # One intra-op thread per process (the design's fixed thread count): OpenMP pools
 # spinning in several executor threads on 2 cores slow every forward pass by 10-100x.
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+# Offscreen rendering for the MuJoCo simulator (must be set before mujoco is imported).
+export MUJOCO_GL="${MUJOCO_GL:-egl}"

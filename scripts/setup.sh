@@ -15,6 +15,21 @@ if ! "$PY" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)
   exit 1
 fi
 
+# Offscreen rendering for the MuJoCo simulator: Mesa's EGL and OSMesa from Debian.
+have_gl() {
+  ldconfig -p | grep -q 'libEGL.so.1' && ldconfig -p | grep -q 'libOSMesa.so' \
+    && compgen -G '/usr/lib/*/dri/swrast_dri.so' >/dev/null
+}
+if ! have_gl; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    say "installing Mesa EGL/OSMesa for offscreen rendering (apt-get)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      libegl1 libgl1 libgl1-mesa-dri libosmesa6 >/dev/null
+  else
+    echo "[setup] warning: install libegl1 libgl1-mesa-dri libosmesa6 for the simulator's camera" >&2
+  fi
+fi
+
 if [ ! -x "$VENV/bin/python" ]; then
   say "creating virtual environment $VENV"
   "$PY" -m venv "$VENV"
