@@ -19,6 +19,7 @@ setup(
     extras_require={'test': ['pytest']},
     entry_points={'console_scripts': [
         'synthetic_robot = robot_agent.synthetic_robot:main',
+        'sim_robot = robot_agent.sim_robot:main',
         'stack = robot_agent.stack:main',
     ]},
 )

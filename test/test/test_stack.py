@@ -4,6 +4,7 @@ import os
 import random
 import uuid
 
+import numpy as np
 import psutil
 import pytest
 
@@ -73,3 +74,30 @@ def test_multi_process_shared_memory_end_to_end_and_cleanup():
         stack.shutdown()
     assert not glob.glob(f'/dev/shm/{name}*'), 'segment left behind'
     assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != 'zombie']
+
+
+def test_stack_on_the_simulator_and_an_injected_stop_freezes_the_arm():
+    import time as _time
+
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    from wam_core import ros_convert as rc
+    stack = Stack('single', CONFIG, robot='sim', seed=3)
+    try:
+        stack.wait_ready(60)
+        stack.spin_for(3.0)                           # the harness clears its start-up stop
+        assert stack.robot.frames > 60 and stack.monitor.forwarded > 0 and not stack.monitor.safety_stop
+        assert stack.world.encoder.world_calls > 30
+        inject = stack.monitor.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        t_inject = stack.robot.sim.time
+        inject.publish(rc.diagnostic_array(_time.time_ns(), [rc.diagnostic_status(
+            'action_expert: action expert', 'test', rc.ERROR, 'injected fault', [])]))
+        stack.spin_for(0.3)
+        sim = stack.robot.sim
+        assert sim.stopped and stack.monitor.safety_stop
+        assert sim.stop_time - t_inject <= 0.04, sim.stop_time - t_inject
+        q0 = sim.joint_positions()
+        stack.spin_for(1.0)
+        assert np.max(np.abs(sim.joint_positions() - q0)) < 0.01     # frozen while chunks keep coming
+    finally:
+        stack.shutdown()

@@ -1,6 +1,6 @@
-"""Bring up the hot path on the synthetic robot: one process (default) or several.
+"""Bring up the stack on the simulated robot: one process (default) or several.
 
-    stack [--mode single|multi] [--duration S] [--config config/wam.yaml] [--json OUT]
+    stack [--mode single|multi] [--robot sim|synthetic] [--duration S] [--config config/wam.yaml] [--json OUT]
 
 single: every node on one MultiThreadedExecutor, in-process representation cache.
 multi:  world and action experts as their own processes sharing the POSIX
@@ -100,13 +100,15 @@ def _f(values: Dict[str, str], key: str) -> float:
 
 class Stack:
     def __init__(self, mode: str = 'single', config: Optional[str] = None, camera_hz: float = 30.0,
-                 static_scene: bool = False, extra_args: Optional[List[str]] = None):
+                 static_scene: bool = False, extra_args: Optional[List[str]] = None, robot: str = 'synthetic',
+                 seed: int = 0):
         self.mode = mode
         self.config = config
         ros_args = ['--ros-args']
         if config:
             ros_args += ['--params-file', config]
-        ros_args += ['-p', f'camera_hz:={camera_hz}', '-p', f'static_scene:={str(static_scene).lower()}']
+        ros_args += ['-p', f'camera_hz:={camera_hz}', '-p', f'static_scene:={str(static_scene).lower()}',
+                     '-p', f'seed:={seed}']
         ros_args += list(extra_args or [])
         self._ros_args = ros_args
         self.procs: List[subprocess.Popen] = []
@@ -116,7 +118,13 @@ class Stack:
         sys.setswitchinterval(0.0005)
         rclpy.init(args=['stack'] + ros_args)
         self.executor = make_executor()
-        self.robot = SyntheticRobot()
+        if robot == 'sim':
+            from .sim_robot import SimRobot
+            self.robot = SimRobot()
+        elif robot == 'synthetic':
+            self.robot = SyntheticRobot()
+        else:
+            raise ValueError(f'unknown robot {robot!r}')
         self.monitor = Monitor()
         for n in (self.robot, self.monitor):
             self.executor.add_node(n)
@@ -252,7 +260,10 @@ def main(argv=None) -> int:
     ap.add_argument('--duration', type=float, default=20.0, help='seconds to run after bring-up')
     ap.add_argument('--config', default=os.environ.get('WAM_CONFIG', 'config/wam.yaml'))
     ap.add_argument('--camera-hz', type=float, default=30.0)
-    ap.add_argument('--static-scene', action='store_true', help='publish the same frame forever')
+    ap.add_argument('--static-scene', action='store_true', help='synthetic robot: the same frame forever')
+    ap.add_argument('--robot', choices=['sim', 'synthetic'], default='sim',
+                    help='the MuJoCo tabletop (default) or the synthetic camera/joint-state source')
+    ap.add_argument('--seed', type=int, default=0, help='simulated episode seed')
     ap.add_argument('--json', help='write the final figures here')
     args = ap.parse_args(argv)
     if not os.path.exists(args.config):
@@ -263,7 +274,7 @@ def main(argv=None) -> int:
         line = status_line(stack)
         print(('\r' + line) if tty else line, end='' if tty else '\n', flush=True)
 
-    stack = Stack(args.mode, args.config, args.camera_hz, args.static_scene)
+    stack = Stack(args.mode, args.config, args.camera_hz, args.static_scene, robot=args.robot, seed=args.seed)
     try:
         stack.wait_ready()
         stack.spin_for(args.duration, show, 1.0 if tty else 5.0)

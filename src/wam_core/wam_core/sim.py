@@ -155,6 +155,7 @@ class TabletopSim:
         self.trajectory: Optional[Trajectory] = None
         self.pending: List[Trajectory] = []
         self.stopped = False
+        self.stop_time: Optional[float] = None
 
     @property
     def time(self) -> float:
@@ -193,6 +194,7 @@ class TabletopSim:
         if stopped and not self.stopped:
             self.setpoint = self.joint_positions()     # freeze where it is
             self.trajectory, self.pending = None, []
+            self.stop_time = self.time
         self.stopped = stopped
 
     def _update_setpoint(self) -> None:

@@ -1,0 +1,81 @@
+"""The simulated robot on ROS topics, as a ros2_control robot would present itself.
+
+/camera/image_raw (rgb8, 30 Hz), /joint_states (100 Hz, positions and velocities);
+executes /arm_controller/joint_trajectory with joint_trajectory_controller semantics
+and freezes on /safety/stop. Physics advances in real time, 10 ms per timer tick.
+"""
+from __future__ import annotations
+
+import time
+
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, qos_profile_sensor_data
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import Bool
+from trajectory_msgs.msg import JointTrajectory
+
+from wam_core import ros_convert as rc
+from wam_core.sim import JOINT_NAMES, TabletopSim
+from wam_util.executors import run_node
+
+
+class SimRobot(Node):
+    def __init__(self, name: str = 'sim_robot', **kwargs):
+        super().__init__(name, **kwargs)
+        self.declare_parameter('camera_hz', 30.0)
+        self.declare_parameter('image_size', 128)
+        self.declare_parameter('seed', 0)
+        self.sim = TabletopSim(seed=int(self.get_parameter('seed').value),
+                               image_size=int(self.get_parameter('image_size').value))
+        self.camera_paused = False
+        self.frames = 0
+        self.rejected = 0
+        self._camera_period = 1.0 / self.get_parameter('camera_hz').value
+        self._next_frame = time.monotonic()
+        self._img_pub = self.create_publisher(Image, '/camera/image_raw', qos_profile_sensor_data)
+        self._js_pub = self.create_publisher(JointState, '/joint_states', qos_profile_sensor_data)
+        self.create_subscription(JointTrajectory, '/arm_controller/joint_trajectory', self._on_trajectory, 10)
+        self.create_subscription(Bool, '/safety/stop', lambda m: self.sim.set_stop(bool(m.data)),
+                                 QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        self._last = time.monotonic()
+        self.create_timer(0.01, self._step)
+
+    def _on_trajectory(self, msg: JointTrajectory) -> None:
+        try:
+            stamp_ns = rc.stamp_to_ns(msg.header.stamp)
+            start = 0.0 if stamp_ns == 0 else self.sim.time + (stamp_ns - time.time_ns()) * 1e-9
+            times = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points]
+            self.sim.command(msg.joint_names, [list(p.positions) for p in msg.points], times,
+                             start_time=max(start, 1e-9) if stamp_ns else 0.0)
+        except (ValueError, IndexError) as exc:
+            self.rejected += 1
+            self.get_logger().warning(f'rejected trajectory: {exc}', throttle_duration_sec=1.0)
+
+    def _step(self) -> None:
+        now = time.monotonic()
+        self.sim.step(min(now - self._last, 0.05))     # real time; never more than 50 ms at once
+        self._last = now
+        stamp = rc.ns_to_stamp(time.time_ns())
+        js = JointState(name=list(JOINT_NAMES), position=self.sim.joint_positions().tolist(),
+                        velocity=self.sim.joint_velocities().tolist())
+        js.header.stamp = stamp
+        self._js_pub.publish(js)
+        if now >= self._next_frame and not self.camera_paused:
+            self._next_frame += self._camera_period
+            if self._next_frame < now:
+                self._next_frame = now + self._camera_period
+            img = self.sim.render()
+            msg = Image(height=img.shape[0], width=img.shape[1], encoding='rgb8', step=3 * img.shape[1])
+            msg.header.stamp = stamp
+            msg.header.frame_id = 'camera_optical_frame'
+            msg.data = img.tobytes()
+            self._img_pub.publish(msg)
+            self.frames += 1
+
+
+def main(args=None) -> None:
+    run_node(SimRobot, args)
+
+
+if __name__ == '__main__':
+    main()
