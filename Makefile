@@ -1,7 +1,7 @@
 # Mooncake-SG. The two commands a newcomer runs: `make demo` and `make test`.
 SHELL := /bin/bash
 ENV := source scripts/env.sh
-DEMO_ARGS ?= --duration 20
+DEMO_ARGS ?=
 .PHONY: setup demo demo-multi test test-llm bench clean
 
 setup:

@@ -20,6 +20,7 @@ setup(
     entry_points={'console_scripts': [
         'synthetic_robot = robot_agent.synthetic_robot:main',
         'sim_robot = robot_agent.sim_robot:main',
+        'agent = robot_agent.agent_node:main',
         'stack = robot_agent.stack:main',
     ]},
 )

@@ -14,6 +14,7 @@
 """
 from __future__ import annotations
 
+import threading
 import time
 
 from diagnostic_msgs.msg import DiagnosticArray
@@ -70,7 +71,6 @@ class HarnessNode(Node):
         self.monitor = SafetyMonitor(scfg, time.monotonic())
         self.joints = JointStateMapper(self.joint_names)
         self.current = None
-        self.current_velocity = None
         self.forwarded = 0
         self.refused_while_stopped = 0
         self.rejected_inputs = {}
@@ -148,7 +148,7 @@ class HarnessNode(Node):
             if goal_handle is not None:
                 goal_handle.publish_feedback(fb)
             try:
-                plan = self.planner.plan(instruction)
+                plan = await self._plan_off_thread(instruction)
             except PlanError as exc:
                 self.get_logger().error(f'task failed: {exc}')
                 return self._finish(goal_handle, result, False, str(exc), 'failed')
@@ -177,6 +177,19 @@ class HarnessNode(Node):
             return self._finish(goal_handle, result, True, 'done', 'succeeded')
         finally:
             self._busy = False
+
+    async def _plan_off_thread(self, instruction: str):
+        """Plan on a worker thread: an LLM call (timeouts, backoff sleeps) must never block
+        this executor, which also runs the clamping gate and the safety watchdog."""
+        fut = Future(executor=self.executor)
+
+        def work():
+            try:
+                fut.set_result(self.planner.plan(instruction))
+            except Exception as exc:      # delivered to the awaiting task below
+                fut.set_exception(exc)
+        threading.Thread(target=work, name='planner', daemon=True).start()
+        return await fut
 
     def _finish(self, goal_handle, result, success: bool, reason: str, state: str):
         result.success, result.reason = success, reason
@@ -226,12 +239,6 @@ class HarnessNode(Node):
             self.current = self.joints.map(msg.name, msg.position).astype(float)
         except JointStateError as exc:
             self._reject_input('joint_state', exc)
-            return
-        try:
-            self.current_velocity = (self.joints.map(msg.name, msg.velocity).astype(float)
-                                     if len(msg.velocity) == len(msg.name) else None)
-        except JointStateError:
-            self.current_velocity = None
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
         t0 = time.perf_counter()
@@ -255,8 +262,10 @@ class HarnessNode(Node):
         t0 = time.perf_counter()
         try:
             times = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points]
+            # Measured velocity is not used as the acceleration baseline: at a joint limit the
+            # simulated (or real) velocity is contact noise and would reject every chunk.
             res = self.gate.apply(msg.joint_names, [list(p.positions) for p in msg.points], times,
-                                  self.current, self.current_velocity)
+                                  self.current)
         except ChunkRejected as exc:
             self.get_logger().warning(f'rejected chunk: {exc}', throttle_duration_sec=1.0)
             return

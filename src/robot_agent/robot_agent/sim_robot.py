@@ -2,7 +2,8 @@
 
 /camera/image_raw (rgb8, 30 Hz), /joint_states (100 Hz, positions and velocities);
 executes /arm_controller/joint_trajectory with joint_trajectory_controller semantics
-and freezes on /safety/stop. Physics advances in real time, 10 ms per timer tick.
+and freezes on /safety/stop; publishes the success detector (apple in the fridge) on
+/sim/task_success at 10 Hz. Physics advances in real time, 10 ms per timer tick.
 """
 from __future__ import annotations
 
@@ -37,8 +38,10 @@ class SimRobot(Node):
         self.create_subscription(JointTrajectory, '/arm_controller/joint_trajectory', self._on_trajectory, 10)
         self.create_subscription(Bool, '/safety/stop', lambda m: self.sim.set_stop(bool(m.data)),
                                  QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        self._success_pub = self.create_publisher(Bool, '/sim/task_success', 10)
         self._last = time.monotonic()
         self.create_timer(0.01, self._step)
+        self.create_timer(0.1, lambda: self._success_pub.publish(Bool(data=self.sim.success())))
 
     def _on_trajectory(self, msg: JointTrajectory) -> None:
         try:

@@ -101,7 +101,7 @@ def _f(values: Dict[str, str], key: str) -> float:
 class Stack:
     def __init__(self, mode: str = 'single', config: Optional[str] = None, camera_hz: float = 30.0,
                  static_scene: bool = False, extra_args: Optional[List[str]] = None, robot: str = 'synthetic',
-                 seed: int = 0):
+                 seed: int = 0, agent: bool = False):
         self.mode = mode
         self.config = config
         ros_args = ['--ros-args']
@@ -126,8 +126,13 @@ class Stack:
         else:
             raise ValueError(f'unknown robot {robot!r}')
         self.monitor = Monitor()
-        for n in (self.robot, self.monitor):
-            self.executor.add_node(n)
+        self.agent = None
+        if agent:
+            from .agent_node import AgentNode
+            self.agent = AgentNode()
+        for n in (self.robot, self.monitor, self.agent):
+            if n is not None:
+                self.executor.add_node(n)
         if mode == 'single':
             self._start_single()
         elif mode == 'multi':
@@ -159,10 +164,10 @@ class Stack:
             if module.startswith('world'):
                 time.sleep(0.5)      # the writer creates the segment; readers attach lazily anyway
 
-    def spin_for(self, seconds: float, on_status=None, status_every: float = 1.0) -> None:
+    def spin_for(self, seconds: float, on_status=None, status_every: float = 1.0, until=None) -> None:
         end = time.monotonic() + seconds
         next_status = time.monotonic() + status_every
-        while time.monotonic() < end:
+        while time.monotonic() < end and not (until is not None and until()):
             if not rclpy.ok():
                 raise KeyboardInterrupt   # SIGINT/SIGTERM went to rclpy's handler
             spin_slice(self.executor, min(0.1, max(end - time.monotonic(), 0.0)))
@@ -172,6 +177,18 @@ class Stack:
             for p in self.procs:
                 if p.poll() is not None:
                     raise RuntimeError(f'child {p.args[2]} exited with {p.returncode}')
+
+    @property
+    def trained(self) -> bool:
+        """Whether the action expert's manifest says its weights were trained."""
+        from wam_core.config import resolve_path
+        from wam_core.manifest import read_manifest
+        cfg = load_stack_config(self.config) if self.config else None
+        path = resolve_path(cfg.experts.action.model_dir if cfg else 'models/action_expert')
+        try:
+            return bool(read_manifest(path).extra.get('trained', False))
+        except Exception:
+            return False
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Until chunks flow and both experts report on /diagnostics."""
@@ -213,7 +230,9 @@ class Stack:
         for n in (self.world, self.action):
             if n is not None:
                 n.release()
-        for n in list(self.executor.get_nodes()) + [self.robot, self.monitor]:
+        for n in list(self.executor.get_nodes()) + [self.robot, self.monitor, self.agent]:
+            if n is None:
+                continue
             try:
                 n.destroy_node()
             except Exception:
@@ -227,14 +246,25 @@ def status_line(stack: Stack) -> str:
     state = a.get('_message', 'starting')
     h = stack.monitor.find(': safety gate')
     safety = ('STOP: ' + h.get('_message', '').replace('safety stop: ', '')) if stack.monitor.safety_stop else 'ok'
-    return (f"world {s['camera_hz']:4.1f} fps, calls/frame {s['calls_per_frame']:.2f} | chunks {stack.monitor.chunks}"
+    agent = f'agent {stack.agent.agent.state} | ' if stack.agent is not None else ''
+    task = h.get('task', '')
+    task = f'{task[:40]} | ' if task else ''
+    return (f"{agent}{task}world {s['camera_hz']:4.1f} fps, calls/frame {s['calls_per_frame']:.2f} | chunks {stack.monitor.chunks}"
             f" holds {stack.monitor.holds} | tick p99 {s['tick_p99']:5.2f} ms | period p99 {s['period_p99']:5.2f} ms"
             f" | cache hit {s['cache_hit_rate'] * 100:5.1f}% | {state} | safety {safety}")
 
 
 def print_summary(stack: Stack, seconds: float) -> None:
     s = stack.stats()
-    rows = [('mode', stack.mode), ('duration s', f'{seconds:.0f}'), ('camera frames', f"{s['frames']:.0f}"),
+    rows = []
+    if stack.agent is not None:
+        a = stack.agent.agent
+        took = f'{a.finished - a.started:.1f} s' if a.finished is not None and a.started is not None else '-'
+        rows += [('task', a.instruction), ('success', 'yes' if a.state == 'DONE' else 'no'),
+                 ('agent state', f'{a.state}: {a.reason}'), ('time', took), ('attempts', f'{a.attempts}')]
+        if not stack.trained:
+            rows.append(('note', 'default weights are untrained: the arm moves but does not solve the task'))
+    rows += [('mode', stack.mode), ('duration s', f'{seconds:.0f}'), ('camera frames', f"{s['frames']:.0f}"),
             ('world-expert calls', f"{s['world_calls']:.0f}"),
             ('world calls per distinct frame', f"{s['calls_per_frame']:.2f}"),
             ('encode p50 ms', f"{s['encode_p50']:.2f}"),
@@ -257,7 +287,9 @@ def print_summary(stack: Stack, seconds: float) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--mode', choices=['single', 'multi'], default='single')
-    ap.add_argument('--duration', type=float, default=20.0, help='seconds to run after bring-up')
+    ap.add_argument('--duration', type=float, default=60.0,
+                    help='seconds at most after bring-up; the demo ends earlier when the agent is done')
+    ap.add_argument('--instruction', default='put the red apple in the fridge')
     ap.add_argument('--config', default=os.environ.get('WAM_CONFIG', 'config/wam.yaml'))
     ap.add_argument('--camera-hz', type=float, default=30.0)
     ap.add_argument('--static-scene', action='store_true', help='synthetic robot: the same frame forever')
@@ -274,10 +306,13 @@ def main(argv=None) -> int:
         line = status_line(stack)
         print(('\r' + line) if tty else line, end='' if tty else '\n', flush=True)
 
-    stack = Stack(args.mode, args.config, args.camera_hz, args.static_scene, robot=args.robot, seed=args.seed)
+    extra = ['-p', f'instruction:={args.instruction}']
+    stack = Stack(args.mode, args.config, args.camera_hz, args.static_scene, extra_args=extra, robot=args.robot,
+                  seed=args.seed, agent=args.robot == 'sim')
     try:
         stack.wait_ready()
-        stack.spin_for(args.duration, show, 1.0 if tty else 5.0)
+        finished = (lambda: stack.agent.agent.state in ('DONE', 'ABORTED')) if stack.agent else (lambda: False)
+        stack.spin_for(args.duration, show, 1.0 if tty else 5.0, until=finished)
         stack.spin_for(1.2)          # one more diagnostics round with the final counters
         print_summary(stack, args.duration)
         if args.json:

@@ -1,0 +1,104 @@
+"""Robot agent: runs IDLE -> PERCEIVE -> PLAN -> ACT -> OBSERVE as a client of the harness.
+
+The state machine is wam_core.agent.Agent; this node feeds it facts (camera and joint
+states flowing, the ExecuteTask goal's acceptance and result, the simulator's success
+signal), sends goals when it asks, publishes /agent/state and reports transitions in
+/diagnostics.
+"""
+from __future__ import annotations
+
+import time
+
+from rclpy.action import ActionClient
+from rclpy.node import Node
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import Bool, String
+from wam_interfaces.action import ExecuteTask
+
+from wam_core import ros_convert as rc
+from wam_core.agent import ABORTED, Agent, AgentConfig
+from wam_util.diagnostics import NodeDiagnostics
+from wam_util.executors import run_node
+
+
+class AgentNode(Node):
+    def __init__(self, name: str = 'robot_agent', **kwargs):
+        super().__init__(name, **kwargs)
+        self.declare_parameter('instruction', 'put the red apple in the fridge')
+        self.declare_parameter('max_attempts', 2)
+        self.declare_parameter('autostart', True)
+        self.agent = Agent(AgentConfig(max_attempts=int(self.get_parameter('max_attempts').value)))
+        self._last_image = self._last_joints = 0.0
+        self.success = None
+        self._accepted = None
+        self._result = None
+        self._want_goal = False
+        self._state_pub = self.create_publisher(String, '/agent/state', 10)
+        self.create_subscription(Image, '/camera/image_raw', self._on_image, qos_profile_sensor_data)
+        self.create_subscription(JointState, '/joint_states', self._on_joints, qos_profile_sensor_data)
+        self.create_subscription(Bool, '/sim/task_success', self._on_success, 10)
+        self._client = ActionClient(self, ExecuteTask, '/harness/execute_task')
+        self.diagnostics = NodeDiagnostics(self, 'robot agent', self._diagnostics)
+        self.create_timer(1.0, self.diagnostics.publish)
+        self.create_timer(0.05, self._step)
+        self._published = ''
+        if self.get_parameter('autostart').value:
+            self.agent.start(self.get_parameter('instruction').value, time.monotonic())
+
+    def _on_image(self, _msg) -> None:
+        self._last_image = time.monotonic()
+
+    def _on_joints(self, _msg) -> None:
+        self._last_joints = time.monotonic()
+
+    def _on_success(self, msg: Bool) -> None:
+        self.success = bool(msg.data)
+
+    def _send_goal(self) -> None:
+        # Sent once the harness's action server is up; PLAN times out with a reason if never.
+        self._want_goal = False
+        self._accepted = self._result = None
+        fut = self._client.send_goal_async(ExecuteTask.Goal(instruction=self.agent.instruction))
+        fut.add_done_callback(self._on_goal_response)
+
+    def _on_goal_response(self, fut) -> None:
+        handle = fut.result()
+        self._accepted = bool(handle.accepted)
+        if handle.accepted:
+            handle.get_result_async().add_done_callback(
+                lambda f: setattr(self, '_result', (f.result().result.success, f.result().result.reason)))
+
+    def _step(self) -> None:
+        now = time.monotonic()
+        perception_ok = now - self._last_image < 0.5 and now - self._last_joints < 0.5
+        accepted, self._accepted = self._accepted, None
+        result, self._result = self._result, None
+        action = self.agent.step(now, perception_ok=perception_ok, goal_accepted=accepted, result=result,
+                                 success=self.success)
+        if action == 'send_goal':
+            self._want_goal = True
+        if self._want_goal and self._client.server_is_ready():
+            self._send_goal()
+        if self.agent.state != self._published:
+            self._published = self.agent.state
+            self._state_pub.publish(String(data=self.agent.state))
+            self.get_logger().info(f'agent -> {self.agent.state}: {self.agent.reason}')
+
+    def _diagnostics(self):
+        a = self.agent
+        level = rc.WARN if a.state == ABORTED else rc.OK
+        values = [('state', a.state), ('reason', a.reason), ('instruction', a.instruction),
+                  ('attempts', a.attempts), ('transitions', len(a.transitions)),
+                  ('task success signal', self.success)]
+        values += [(f'transition {i}', f'{t1:.2f}s {s0}->{s1}: {why}')
+                   for i, (t1, s0, s1, why) in enumerate(a.transitions[-5:])]
+        return level, f'{a.state}: {a.reason}', values
+
+
+def main(args=None) -> None:
+    run_node(AgentNode, args)
+
+
+if __name__ == '__main__':
+    main()
