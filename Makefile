@@ -20,7 +20,7 @@ test-llm: setup                   ## opt-in: the LLM planner against a real llam
 	@bash scripts/test_llm.sh
 
 bench: setup                      ## hot-path and harness benchmarks -> bench/report.json
-	@$(ENV) && python bench/hot_path.py && python bench/harness.py
+	@$(ENV) && python bench/hot_path.py && python bench/harness.py && python bench/closed_loop.py
 
 clean:
 	rm -rf build install log

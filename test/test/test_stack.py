@@ -82,12 +82,17 @@ def test_stack_on_the_simulator_and_an_injected_stop_freezes_the_arm():
     from diagnostic_msgs.msg import DiagnosticArray
 
     from wam_core import ros_convert as rc
-    stack = Stack('single', CONFIG, robot='sim', seed=3)
+    stack = Stack('single', CONFIG, robot='sim', seed=3, agent=True,
+                  extra_args=['-p', 'task.subtask_duration_s:=0.5'])
     try:
         stack.wait_ready(60)
         stack.spin_for(3.0)                           # the harness clears its start-up stop
         assert stack.robot.frames > 60 and stack.monitor.forwarded > 0 and not stack.monitor.safety_stop
         assert stack.world.encoder.world_calls > 30
+        stack.spin_for(2.0, until=lambda: stack.agent.agent.state in ('OBSERVE', 'DONE', 'ABORTED'))
+        visited = [t[2] for t in stack.agent.agent.transitions]
+        assert visited[:3] == ['PERCEIVE', 'PLAN', 'ACT'], visited
+        assert stack.monitor.find(': robot agent'), 'agent diagnostics'
         inject = stack.monitor.create_publisher(DiagnosticArray, '/diagnostics', 10)
         t_inject = stack.robot.sim.time
         inject.publish(rc.diagnostic_array(_time.time_ns(), [rc.diagnostic_status(

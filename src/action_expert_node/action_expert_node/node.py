@@ -47,6 +47,7 @@ class ActionExpertNode(LifecycleNode):
         self._subs = []
         self.timer_stats = StageTimer('cache_read', 'prepare', 'forward', 'publish', 'tick')
         self.period = LatencyWindow()
+        self.obs_to_action = LatencyWindow()   # camera stamp -> first chunk that used its representation
         self._last_fire = None
         self.rejected = {}
         self.last_reason = ''
@@ -177,6 +178,8 @@ class ActionExpertNode(LifecycleNode):
         start_ns = time.time_ns()
         msg = rc.joint_trajectory(self.cfg.control.joint_names, res.positions, start_ns, self.cfg.control.period_s)
         self._pub.publish(msg)
+        if res.new_representation:
+            self.obs_to_action.add((time.time_ns() - res.obs_stamp_ns) / 1e6)
         self._out_rate.tick(time.monotonic())
         t2 = time.perf_counter()
         self.timer_stats.add('publish', (t2 - t1) * 1e3)
@@ -242,6 +245,7 @@ class ActionExpertNode(LifecycleNode):
         for stage, s in self.timer_stats.summary().items():
             values += rc.latency_values(stage, s)
         values += rc.latency_values('period', self.period.summary())
+        values += rc.latency_values('obs_to_action', self.obs_to_action.summary())
         return level, message, values
 
 

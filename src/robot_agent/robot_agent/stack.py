@@ -214,6 +214,7 @@ class Stack:
             'period_max': _f(a, 'period max ms'), 'frames': _f(w, 'frames'), 'world_calls': _f(w, 'world calls'),
             'calls_per_frame': _f(w, 'world calls per distinct frame'), 'encode_p50': _f(w, 'encode p50 ms'),
             'camera_hz': _f(w, 'camera rate Hz'), 'chunk_hz': _f(a, 'chunk rate Hz'),
+            'obs_to_action_p50': _f(a, 'obs_to_action p50 ms'), 'obs_to_action_p99': _f(a, 'obs_to_action p99 ms'),
         }
 
     def shutdown(self) -> None:

@@ -42,6 +42,7 @@ class TickResult:
     repr_age_ms: float = float('nan')
     obs_stamp_ns: int = 0
     stages: Dict[str, float] = field(default_factory=dict)
+    new_representation: bool = False       # the first chunk computed from this representation
 
 
 class ActionTicker:
@@ -106,7 +107,8 @@ class ActionTicker:
         stages['cache_read'] = (t1 - t0) * 1e3
         if not res.ok:
             return self._degrade(res.reason, stages)
-        if res.entry.key != self._kv_key:
+        fresh = res.entry.key != self._kv_key
+        if fresh:
             # Zero-copy: K/V are computed straight from the cache's buffer, then the
             # seqlock is re-checked so a slot rewritten meanwhile is never used.
             rep = torch.from_numpy(res.array).unsqueeze(0)
@@ -127,7 +129,7 @@ class ActionTicker:
         if not np.all(np.isfinite(positions)):
             return self._degrade('non_finite_output', stages)
         self.chunks += 1
-        return TickResult('chunk', positions, '', res.entry.key, res.age_ms, res.entry.stamp_ns, stages)
+        return TickResult('chunk', positions, '', res.entry.key, res.age_ms, res.entry.stamp_ns, stages, fresh)
 
     def warmup(self, n: int, repr_shape) -> None:
         """n full passes on a synthetic representation (not counted as ticks)."""
