@@ -29,6 +29,7 @@ class SimRobot(Node):
         self.sim = TabletopSim(seed=int(self.get_parameter('seed').value),
                                image_size=int(self.get_parameter('image_size').value))
         self.camera_paused = False
+        self.record = None          # a list to collect camera frames into (demo --gif)
         self.frames = 0
         self.rejected = 0
         self._camera_period = 1.0 / self.get_parameter('camera_hz').value
@@ -74,6 +75,8 @@ class SimRobot(Node):
             msg.data = img.tobytes()
             self._img_pub.publish(msg)
             self.frames += 1
+            if self.record is not None and len(self.record) < 3000:
+                self.record.append(img)
 
 
 def main(args=None) -> None:

@@ -285,6 +285,37 @@ def print_summary(stack: Stack, seconds: float) -> None:
     print('-' * (width + 24))
 
 
+def write_gif(stack: Stack, path: str) -> None:
+    frames = getattr(stack.robot, 'record', None)
+    if not frames:
+        print('no camera frames recorded (the GIF needs --robot sim)')
+        return
+    import imageio.v2 as imageio
+    imageio.mimsave(path, frames[::2], duration=1 / 15, loop=0)   # every 2nd frame, real time
+    print(f'camera view: {path} ({len(frames[::2])} frames)')
+
+
+def write_histogram(stack: Stack, path: str) -> None:
+    if stack.action is None:
+        print('the histogram needs --mode single (the tick samples live in that process)')
+        return
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    ticks = stack.action.timer_stats.stages['tick'].values()
+    period = stack.action.period.values()
+    fig, ax = plt.subplots(1, 2, figsize=(9, 3.2))
+    ax[0].hist(ticks, bins=60, color='tab:blue')
+    ax[0].set_xlabel('tick latency, ms (timer fire -> chunk published)')
+    ax[0].axvline(12, color='red', ls='--', label='12 ms budget')
+    ax[0].legend()
+    ax[1].hist(period, bins=60, color='tab:green')
+    ax[1].set_xlabel('timer period, ms')
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    print(f'latency histogram: {path}')
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--mode', choices=['single', 'multi'], default='single')
@@ -298,6 +329,8 @@ def main(argv=None) -> int:
                     help='the MuJoCo tabletop (default) or the synthetic camera/joint-state source')
     ap.add_argument('--seed', type=int, default=0, help='simulated episode seed')
     ap.add_argument('--json', help='write the final figures here')
+    ap.add_argument('--gif', help='write the camera view as an animated GIF (sim robot)')
+    ap.add_argument('--histogram', help='write a tick-latency histogram PNG (single-process mode)')
     args = ap.parse_args(argv)
     if not os.path.exists(args.config):
         ap.error(f'config file {args.config} not found')
@@ -310,12 +343,18 @@ def main(argv=None) -> int:
     extra = ['-p', f'instruction:={args.instruction}']
     stack = Stack(args.mode, args.config, args.camera_hz, args.static_scene, extra_args=extra, robot=args.robot,
                   seed=args.seed, agent=args.robot == 'sim')
+    if args.gif and hasattr(stack.robot, 'record'):
+        stack.robot.record = []
     try:
         stack.wait_ready()
         finished = (lambda: stack.agent.agent.state in ('DONE', 'ABORTED')) if stack.agent else (lambda: False)
         stack.spin_for(args.duration, show, 1.0 if tty else 5.0, until=finished)
         stack.spin_for(1.2)          # one more diagnostics round with the final counters
         print_summary(stack, args.duration)
+        if args.gif:
+            write_gif(stack, args.gif)
+        if args.histogram:
+            write_histogram(stack, args.histogram)
         if args.json:
             with open(args.json, 'w') as fh:
                 json.dump(stack.stats(), fh, indent=2)
