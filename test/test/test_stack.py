@@ -92,6 +92,7 @@ def test_stack_on_the_simulator_and_an_injected_stop_freezes_the_arm():
         stack.spin_for(2.0, until=lambda: stack.agent.agent.state in ('OBSERVE', 'DONE', 'ABORTED'))
         visited = [t[2] for t in stack.agent.agent.transitions]
         assert visited[:3] == ['PERCEIVE', 'PLAN', 'ACT'], visited
+        assert stack.agent.progress, 'the agent follows the ExecuteTask feedback'
         assert stack.monitor.find(': robot agent'), 'agent diagnostics'
         inject = stack.monitor.create_publisher(DiagnosticArray, '/diagnostics', 10)
         t_inject = stack.robot.sim.time

@@ -34,6 +34,7 @@ class AgentNode(Node):
         self._accepted = None
         self._result = None
         self._want_goal = False
+        self.progress = ''
         self._state_pub = self.create_publisher(String, '/agent/state', 10)
         self.create_subscription(Image, '/camera/image_raw', self._on_image, qos_profile_sensor_data)
         self.create_subscription(JointState, '/joint_states', self._on_joints, qos_profile_sensor_data)
@@ -59,8 +60,16 @@ class AgentNode(Node):
         # Sent once the harness's action server is up; PLAN times out with a reason if never.
         self._want_goal = False
         self._accepted = self._result = None
-        fut = self._client.send_goal_async(ExecuteTask.Goal(instruction=self.agent.instruction))
+        fut = self._client.send_goal_async(ExecuteTask.Goal(instruction=self.agent.instruction),
+                                           feedback_callback=self._on_feedback)
         fut.add_done_callback(self._on_goal_response)
+
+    def _on_feedback(self, msg) -> None:
+        fb = msg.feedback
+        text = f'{fb.state} {fb.active_index + 1}/{len(fb.plan)}: {fb.active_skill}' if fb.plan else fb.state
+        if text != self.progress:
+            self.progress = text
+            self.get_logger().info(f'task progress ({fb.planner or "planning"}): {text}')
 
     def _on_goal_response(self, fut) -> None:
         handle = fut.result()
@@ -89,7 +98,7 @@ class AgentNode(Node):
         a = self.agent
         level = rc.WARN if a.state == ABORTED else rc.OK
         values = [('state', a.state), ('reason', a.reason), ('instruction', a.instruction),
-                  ('attempts', a.attempts), ('transitions', len(a.transitions)),
+                  ('attempts', a.attempts), ('transitions', len(a.transitions)), ('task progress', self.progress),
                   ('task success signal', self.success)]
         values += [(f'transition {i}', f'{t1:.2f}s {s0}->{s1}: {why}')
                    for i, (t1, s0, s1, why) in enumerate(a.transitions[-5:])]
