@@ -265,7 +265,7 @@ def print_summary(stack: Stack, seconds: float) -> None:
                  ('agent state', f'{a.state}: {a.reason}'), ('time', took), ('attempts', f'{a.attempts}')]
         if not stack.trained:
             rows.append(('note', 'default weights are untrained: the arm moves but does not solve the task'))
-    rows += [('mode', stack.mode), ('duration s', f'{seconds:.0f}'), ('camera frames', f"{s['frames']:.0f}"),
+    rows += [('mode', stack.mode), ('ran for s', f'{seconds:.0f}'), ('camera frames', f"{s['frames']:.0f}"),
             ('world-expert calls', f"{s['world_calls']:.0f}"),
             ('world calls per distinct frame', f"{s['calls_per_frame']:.2f}"),
             ('encode p50 ms', f"{s['encode_p50']:.2f}"),
@@ -348,9 +348,11 @@ def main(argv=None) -> int:
     try:
         stack.wait_ready()
         finished = (lambda: stack.agent.agent.state in ('DONE', 'ABORTED')) if stack.agent else (lambda: False)
+        t_start = time.monotonic()
         stack.spin_for(args.duration, show, 1.0 if tty else 5.0, until=finished)
+        elapsed = time.monotonic() - t_start
         stack.spin_for(1.2)          # one more diagnostics round with the final counters
-        print_summary(stack, args.duration)
+        print_summary(stack, elapsed)
         if args.gif:
             write_gif(stack, args.gif)
         if args.histogram:
