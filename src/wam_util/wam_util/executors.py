@@ -7,9 +7,13 @@ timers nor returns on SIGINT, so every loop here spins in short
 """
 from __future__ import annotations
 
+import signal
+import threading
+
 import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import TransitionCallbackReturn
+from rclpy.signals import SignalHandlerOptions
 from rclpy.task import Future
 
 SLICE_S = 0.1
@@ -27,12 +31,21 @@ def spin_slice(executor, seconds: float = SLICE_S) -> None:
     executor.spin_until_future_complete(Future(), timeout_sec=seconds)
 
 
-def spin_until_shutdown(executor) -> None:
+def spin_until_shutdown(executor, stop: threading.Event | None = None) -> None:
     try:
-        while rclpy.ok():
+        while rclpy.ok() and not (stop is not None and stop.is_set()):
             spin_slice(executor)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+
+
+def _stop_on_signals() -> threading.Event:
+    """SIGINT/SIGTERM only set a flag that the spin loop checks between slices, so a
+    signal never lands as an exception inside a callback (e.g. mid-forward-pass)."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    return stop
 
 
 def bring_up(node) -> None:
@@ -45,7 +58,8 @@ def bring_up(node) -> None:
 def run_node(node_factory, args=None, lifecycle: bool = False) -> None:
     """Process entry point: init, bring a lifecycle node up unless its ``autostart``
     parameter is false (a launch file or lifecycle manager drives it), spin, clean up."""
-    rclpy.init(args=args)
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    stop = _stop_on_signals()
     node = node_factory()
     executor = make_executor()
     executor.add_node(node)
@@ -55,7 +69,7 @@ def run_node(node_factory, args=None, lifecycle: bool = False) -> None:
                 node.declare_parameter('autostart', True)
             if node.get_parameter('autostart').value:
                 bring_up(node)
-        spin_until_shutdown(executor)
+        spin_until_shutdown(executor, stop)
     finally:
         release = getattr(node, 'release', None)
         if release is not None:
