@@ -1,6 +1,6 @@
-"""ros2 launch for the hot path on a full ROS 2 install (launch_ros is not pip-installable here).
+"""ros2 launch for the whole stack on a full ROS 2 install (launch_ros is not pip-installable here).
 
-    ros2 launch launch/hot_path.launch.py [synthetic_robot:=true] [config:=config/wam.yaml]
+    ros2 launch launch/hot_path.launch.py [robot:=sim|synthetic|none] [config:=config/wam.yaml]
 
 Each expert runs in its own process and shares representations through the POSIX
 shared-memory cache. The expert nodes are managed nodes: launch_ros emits the
@@ -18,7 +18,7 @@ import launch_ros.actions
 import launch_ros.event_handlers
 import launch_ros.events.lifecycle
 import lifecycle_msgs.msg
-from launch.conditions import IfCondition
+from launch.conditions import LaunchConfigurationEquals
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -47,8 +47,8 @@ def generate_launch_description():
             'config', default_value=os.path.join(HERE, '..', 'config', 'wam.yaml'),
             description='stack parameter file'),
         launch.actions.DeclareLaunchArgument(
-            'synthetic_robot', default_value='true',
-            description='start the synthetic camera/joint-state source'),
+            'robot', default_value='sim', choices=['sim', 'synthetic', 'none'],
+            description="the MuJoCo tabletop (with the agent), the synthetic source, or 'none' for a real robot"),
         launch.actions.SetEnvironmentVariable('OMP_NUM_THREADS', '1'),
         # relative model paths in the config resolve against the repository root
         launch.actions.SetEnvironmentVariable('WAM_ROOT', os.path.normpath(os.path.join(HERE, '..'))),
@@ -59,6 +59,10 @@ def generate_launch_description():
                                            output='screen', parameters=[config]))
     actions.append(launch_ros.actions.Node(package='robot_agent', executable='synthetic_robot',
                                            name='synthetic_robot', output='screen', parameters=[config],
-                                           condition=IfCondition(launch.substitutions.LaunchConfiguration(
-                                               'synthetic_robot'))))
+                                           condition=LaunchConfigurationEquals('robot', 'synthetic')))
+    for executable in ('sim_robot', 'agent'):
+        actions.append(launch_ros.actions.Node(package='robot_agent', executable=executable,
+                                               name='robot_agent' if executable == 'agent' else executable,
+                                               output='screen', parameters=[config],
+                                               condition=LaunchConfigurationEquals('robot', 'sim')))
     return launch.LaunchDescription(actions)
