@@ -159,8 +159,7 @@ class ActionExpertNode(LifecycleNode):
         if self.cache is not None and 0 < self.cache.capacity <= msg.slot:
             self._reject('descriptor', ValueError(f'slot {msg.slot} outside the ring of {self.cache.capacity}'))
             return
-        self.ticker.set_descriptor(Descriptor(msg.key, msg.model_version, msg.slot, msg.epoch,
-                                              rc.stamp_to_ns(msg.header.stamp)))
+        self.ticker.set_descriptor(Descriptor(msg.key, msg.model_version, msg.slot, msg.epoch))
 
     # the 50 Hz tick -------------------------------------------------------------
     def _tick(self) -> None:

@@ -47,10 +47,10 @@ class SimRobot(Node):
     def _on_trajectory(self, msg: JointTrajectory) -> None:
         try:
             stamp_ns = rc.stamp_to_ns(msg.header.stamp)
-            start = 0.0 if stamp_ns == 0 else self.sim.time + (stamp_ns - time.time_ns()) * 1e-9
+            # header.stamp (wall clock) onto sim time; a zero stamp means "now" (start_time 0)
+            start = max(self.sim.time + (stamp_ns - time.time_ns()) * 1e-9, 1e-9) if stamp_ns else 0.0
             times = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points]
-            self.sim.command(msg.joint_names, [list(p.positions) for p in msg.points], times,
-                             start_time=max(start, 1e-9) if stamp_ns else 0.0)
+            self.sim.command(msg.joint_names, [list(p.positions) for p in msg.points], times, start_time=start)
         except (ValueError, IndexError) as exc:
             self.rejected += 1
             self.get_logger().warning(f'rejected trajectory: {exc}', throttle_duration_sec=1.0)

@@ -27,9 +27,9 @@ from std_msgs.msg import Bool
 from trajectory_msgs.msg import JointTrajectory
 
 from wam_core.config import load_stack_config
-from wam_util.executors import bring_up, make_executor, spin_slice
 from wam_core.latency import LatencyWindow
 from wam_core.repr_cache import InProcessCache
+from wam_util.executors import bring_up, make_executor, spin_slice
 
 from .synthetic_robot import SyntheticRobot
 

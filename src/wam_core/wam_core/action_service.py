@@ -30,7 +30,6 @@ class Descriptor:
     model_version: str
     slot: int
     epoch: int = 0
-    stamp_ns: int = 0
 
 
 @dataclass

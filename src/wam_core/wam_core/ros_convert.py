@@ -58,11 +58,12 @@ def diagnostic_status(name: str, hardware_id: str, level: int, message: str,
     st.name = name
     st.hardware_id = hardware_id
     st.message = message
-    st.values = [KeyValue(key=str(k), value=_fmt(v)) for k, v in values]
+    st.values = [KeyValue(key=str(k), value=format_value(v)) for k, v in values]
     return st
 
 
-def _fmt(v) -> str:
+def format_value(v) -> str:
+    """How every diagnostic value is written: floats with 3 decimals, the rest as str()."""
     if isinstance(v, float):
         return f'{v:.3f}'
     return str(v)

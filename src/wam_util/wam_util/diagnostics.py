@@ -44,7 +44,7 @@ class NodeDiagnostics:
         level, message, values = self.build()
         stat.summary(level, message)
         for k, v in values:
-            stat.add(str(k), rc._fmt(v))
+            stat.add(str(k), rc.format_value(v))
         return stat
 
     def publish(self) -> None:
