@@ -35,7 +35,7 @@ def test_single_process_end_to_end_then_ttl_degrade():
         # ~50 Hz: 200 messages in 4 s; loose bounds, this machine is shared
         assert 150 <= chunks + holds <= 230, (chunks, holds)
         assert chunks >= 0.8 * (chunks + holds)
-        msg = stack.monitor.last_chunk
+        msg = stack.monitor.last_full_chunk     # a transient hold may come last on a loaded machine
         assert list(msg.joint_names) == stack.action.cfg.control.joint_names
         assert len(msg.points) == 16 and all(len(p.positions) == 7 for p in msg.points)
         # the harness starts stopped, clears after its hold-off, then forwards clamped chunks
@@ -69,7 +69,7 @@ def test_multi_process_shared_memory_end_to_end_and_cleanup():
         assert os.path.exists(f'/dev/shm/{name}')
         chunks, holds = _chunks_in(stack, 3.0)
         assert chunks >= 100, (chunks, holds)
-        assert len(stack.monitor.last_chunk.points) == 16
+        assert len(stack.monitor.last_full_chunk.points) == 16
     finally:
         stack.shutdown()
     assert not glob.glob(f'/dev/shm/{name}*'), 'segment left behind'

@@ -41,7 +41,8 @@ class Monitor(Node):
         super().__init__('stack_monitor')
         self.chunks = 0
         self.holds = 0
-        self.last_chunk = None
+        self.last_chunk = None      # the latest message, chunk or hold
+        self.last_full_chunk = None  # the latest real chunk (a hold has one point)
         self.arrival = LatencyWindow(20000)
         self._last = None
         self.diag: Dict[str, Dict[str, str]] = {}
@@ -64,6 +65,7 @@ class Monitor(Node):
             self.holds += 1
         else:
             self.chunks += 1
+            self.last_full_chunk = msg
 
     def _on_forwarded(self, msg: JointTrajectory) -> None:
         self.forwarded += 1
