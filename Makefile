@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 ENV := source scripts/env.sh
 DEMO_ARGS ?=
-.PHONY: setup demo demo-multi test test-llm bench clean
+.PHONY: setup demo demo-multi test test-llm bench data train eval faults soak clean
 
 setup:
 	@bash scripts/setup.sh
@@ -20,7 +20,22 @@ test-llm: setup                   ## opt-in: the LLM planner against a real llam
 	@bash scripts/test_llm.sh
 
 bench: setup                      ## hot-path and harness benchmarks -> bench/report.json
-	@$(ENV) && python bench/hot_path.py && python bench/harness.py && python bench/closed_loop.py
+	@$(ENV) && python bench/hot_path.py && python bench/harness.py && python bench/closed_loop.py && python bench/render_report.py
+
+data: setup                       ## record scripted demonstrations in the sim -> datasets/pick_place
+	@$(ENV) && python -m wam_core.dataset $(DATA_ARGS)
+
+train: setup                      ## behaviour cloning of both experts -> models/ (records the data first if missing)
+	@$(ENV) && { [ -f datasets/pick_place/manifest.json ] || python -m wam_core.dataset; } && python -m wam_core.train $(TRAIN_ARGS)
+
+eval: setup                       ## success over 50 held-out episodes: ROS 2 stack / direct policy / unified baseline
+	@$(ENV) && python -m robot_agent.evaluate $(EVAL_ARGS) && python bench/render_report.py
+
+faults: setup                     ## inject every fault into the multi-process stack on the sim (~3 min)
+	@$(ENV) && python -m robot_agent.faults $(FAULT_ARGS); rc=$$?; python bench/render_report.py; exit $$rc
+
+soak: setup                       ## the full stack on the sim for SOAK_MINUTES (default 10): growth and drift
+	@$(ENV) && python -m robot_agent.soak --minutes $(or $(SOAK_MINUTES),10); rc=$$?; python bench/render_report.py; exit $$rc
 
 clean:
 	rm -rf build install log

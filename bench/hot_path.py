@@ -13,6 +13,7 @@ are kept) and prints a table. The headline is the multi-process (shared-memory) 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -37,6 +38,11 @@ def run_mode(mode: str, seconds: float, config: str) -> dict:
                                                  f'period p99 {s.stats()["period_p99"]:.2f} ms', flush=True), 5.0)
         stack.spin_for(1.2)             # one more diagnostics round
         after = stack.stats()
+        series = {'period_ms': stack.monitor.arrival.values().round(3).tolist()}
+        if stack.action is not None:    # single process: the tick samples are in this process
+            series['tick_ms'] = stack.action.timer_stats.stages['tick'].values().round(3).tolist()
+        with open(os.path.join(ROOT, 'bench', f'series_{mode}.json'), 'w') as fh:
+            json.dump(series, fh)
     finally:
         stack.shutdown()
     frames = after['frames'] - before['frames']

@@ -5,15 +5,30 @@ import os
 REPORT = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'report.json')
 
 
-def update_report(section: str, data: dict) -> str:
-    report = {}
+def _read() -> dict:
     if os.path.exists(REPORT):
         try:
             with open(REPORT) as fh:
-                report = json.load(fh)
+                return json.load(fh)
         except ValueError:
-            report = {}
-    report[section] = data
+            pass
+    return {}
+
+
+def _write(report: dict) -> str:
     with open(REPORT, 'w') as fh:
         json.dump(report, fh, indent=2)
     return REPORT
+
+
+def update_report(section: str, data: dict) -> str:
+    report = _read()
+    report[section] = data
+    return _write(report)
+
+
+def update_report_part(section: str, part: str, data) -> str:
+    """Write report[section][part], keeping the section's other parts (e.g. reliability.soak)."""
+    report = _read()
+    report.setdefault(section, {})[part] = data
+    return _write(report)

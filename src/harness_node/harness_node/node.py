@@ -33,7 +33,7 @@ from wam_interfaces.msg import Subtask as SubtaskMsg
 from wam_core import ros_convert as rc
 from wam_core.joint_state import JointStateError, JointStateMapper
 from wam_core.latency import LatencyWindow, RateMeter
-from wam_core.limits import ChunkRejected, ClampGate, default_limits, limits_from_dict
+from wam_core.limits import ChunkRejected, ClampGate, CommandTracker, default_limits, limits_from_dict
 from wam_core.plan import MAX_INSTRUCTION, PlanError
 from wam_core.planner_llm import FallbackPlanner, LLMPlanner
 from wam_core.planner_rules import RulePlanner
@@ -68,6 +68,7 @@ class HarnessNode(Node):
             chunk_timeout_s=self.declare_parameter('safety.chunk_timeout_s', sdef.chunk_timeout_s).value,
             holdoff_s=self.declare_parameter('safety.holdoff_s', sdef.holdoff_s).value)
         self.gate = ClampGate(self.joint_names, limits_from_dict(self.joint_names, limits), self.period_s)
+        self.tracker = CommandTracker()     # the gate's baseline: the command the robot is following
         self.monitor = SafetyMonitor(scfg, time.monotonic())
         self.joints = JointStateMapper(self.joint_names)
         self.current = None
@@ -206,8 +207,9 @@ class HarnessNode(Node):
 
     def _hold(self) -> None:
         if self.current is not None:
-            self._out.publish(rc.joint_trajectory(self.joint_names, self.current.reshape(1, -1),
-                                                  time.time_ns(), 0.0))
+            now_ns = time.time_ns()
+            self._out.publish(rc.joint_trajectory(self.joint_names, self.current.reshape(1, -1), now_ns, 0.0))
+            self.tracker.record(now_ns * 1e-9, [0.0], self.current.reshape(1, -1))
 
     @staticmethod
     def _subtask_msg(sub) -> SubtaskMsg:
@@ -262,10 +264,13 @@ class HarnessNode(Node):
         t0 = time.perf_counter()
         try:
             times = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points]
-            # Measured velocity is not used as the acceleration baseline: at a joint limit the
-            # simulated (or real) velocity is contact noise and would reject every chunk.
-            res = self.gate.apply(msg.joint_names, [list(p.positions) for p in msg.points], times,
-                                  self.current)
+            # The baseline is the command being followed, not the measured state: measured
+            # velocity at a joint limit is contact noise and would reject every chunk.
+            stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+            start_s = (stamp_ns or time.time_ns()) * 1e-9        # 0 means "now", as for the controller
+            base, vel = self.tracker.baseline(start_s, self.current)
+            res = self.gate.apply(msg.joint_names, [list(p.positions) for p in msg.points], times, base, vel)
+            self.tracker.record(start_s, times, res.positions)
         except ChunkRejected as exc:
             self.get_logger().warning(f'rejected chunk: {exc}', throttle_duration_sec=1.0)
             return
@@ -303,9 +308,7 @@ class HarnessNode(Node):
 
     def _stop(self, t0: float) -> None:
         self._publish_stop(True)
-        if self.current is not None:
-            self._out.publish(rc.joint_trajectory(self.joint_names, self.current.reshape(1, -1),
-                                                  time.time_ns(), 0.0))
+        self._hold()
         self.stop_latency_ms.add((time.perf_counter() - t0) * 1e3)
         self.get_logger().error(f'SAFETY STOP: {self.monitor.reason}')
 

@@ -29,6 +29,9 @@ class SimRobot(Node):
         self.sim = TabletopSim(seed=int(self.get_parameter('seed').value),
                                image_size=int(self.get_parameter('image_size').value))
         self.camera_paused = False
+        self.camera_frozen = False   # fault drills: republish the last frame with new stamps
+        self.clock_offset_s = 0.0    # fault drills: a jumped clock on the robot's stamps
+        self._last_img = None
         self.record = None          # a list to collect camera frames into (demo --gif)
         self.frames = 0
         self.rejected = 0
@@ -59,7 +62,7 @@ class SimRobot(Node):
         now = time.monotonic()
         self.sim.step(min(now - self._last, 0.05))     # real time; never more than 50 ms at once
         self._last = now
-        stamp = rc.ns_to_stamp(time.time_ns())
+        stamp = rc.ns_to_stamp(time.time_ns() + int(self.clock_offset_s * 1e9))
         js = JointState(name=list(JOINT_NAMES), position=self.sim.joint_positions().tolist(),
                         velocity=self.sim.joint_velocities().tolist())
         js.header.stamp = stamp
@@ -68,7 +71,8 @@ class SimRobot(Node):
             self._next_frame += self._camera_period
             if self._next_frame < now:
                 self._next_frame = now + self._camera_period
-            img = self.sim.render()
+            img = self._last_img if (self.camera_frozen and self._last_img is not None) else self.sim.render()
+            self._last_img = img
             msg = Image(height=img.shape[0], width=img.shape[1], encoding='rgb8', step=3 * img.shape[1])
             msg.header.stamp = stamp
             msg.header.frame_id = 'camera_optical_frame'

@@ -157,14 +157,33 @@ class Stack:
         for n in (self.world, self.action):
             bring_up(n)
 
+    CHILDREN = {'world': 'world_expert_node.node', 'action': 'action_expert_node.node',
+                'harness': 'harness_node.node'}
+
     def _start_multi(self) -> None:
-        args = self._ros_args + ['-p', 'repr_cache.backend:=shm']
-        env = dict(os.environ, PYTHONUNBUFFERED='1')
-        for module in ('world_expert_node.node', 'action_expert_node.node', 'harness_node.node'):
-            self.procs.append(subprocess.Popen([sys.executable, '-m', module] + args, env=env,
-                                               preexec_fn=_die_with_parent))
-            if module.startswith('world'):
+        self.children: Dict[str, subprocess.Popen] = {}
+        for role in self.CHILDREN:
+            self.start_child(role)
+            if role == 'world':
                 time.sleep(0.5)      # the writer creates the segment; readers attach lazily anyway
+
+    def start_child(self, role: str, extra_args: Optional[List[str]] = None) -> subprocess.Popen:
+        """(Re)start one node process of the multi-process stack."""
+        args = self._ros_args + ['-p', 'repr_cache.backend:=shm'] + list(extra_args or [])
+        env = dict(os.environ, PYTHONUNBUFFERED='1')
+        p = subprocess.Popen([sys.executable, '-m', self.CHILDREN[role]] + args, env=env,
+                             preexec_fn=_die_with_parent)
+        self.children[role] = p
+        self.procs.append(p)
+        return p
+
+    def kill_child(self, role: str, sig: int = signal.SIGKILL) -> int:
+        """Signal one node process (fault injection) and reap it; returns its pid."""
+        p = self.children.pop(role)
+        self.procs.remove(p)
+        p.send_signal(sig)
+        p.wait(timeout=10)
+        return p.pid
 
     def spin_for(self, seconds: float, on_status=None, status_every: float = 1.0, until=None) -> None:
         end = time.monotonic() + seconds

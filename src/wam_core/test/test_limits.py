@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wam_core.limits import ChunkRejected, ClampGate, JointLimit, check_trajectory, limits_from_dict
+from wam_core.limits import (ChunkRejected, ClampGate, CommandTracker, JointLimit, check_trajectory,
+                             limits_from_dict)
 
 NAMES = ['j1', 'j2', 'j3']
 LIMITS = {'j1': JointLimit(-1.0, 1.0, 1.0, 10.0, 5.0),
@@ -97,3 +98,50 @@ def test_limits_from_config_dict():
         limits_from_dict(['b'], {})
     with pytest.raises(ValueError, match='bad limits'):
         limits_from_dict(['a'], {'a': {'lower': 1, 'upper': -1, 'velocity': 2}})
+
+
+def test_a_chunk_continuing_the_command_passes_unchanged():
+    """Based on the command being followed (position and velocity), a chunk that carries
+    on at full speed is left alone; from rest the same chunk must be slowed down."""
+    gate = _gate()
+    v = np.array([0.8, -0.4, 0.0])
+    times = np.arange(16) * PERIOD
+    pos = np.array([0.0, 0.0, 0.02]) + np.outer(times, v)
+    res = gate.apply(NAMES, pos, times, pos[0], current_velocity=v)
+    assert res.clamped_points == 0 and np.allclose(res.positions, pos)
+    assert check_trajectory(res.positions, times, pos[0], gate, current_velocity=v) == []
+    from_rest = _gate().apply(NAMES, pos, times, pos[0])
+    assert from_rest.clamped_points > 0
+
+
+def test_a_baseline_a_hair_outside_a_limit_is_not_rejected():
+    gate = _gate()
+    res = gate.apply(NAMES, [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]], [0.0, PERIOD], np.array([0.0, 0.0, -0.0002]))
+    assert np.all(res.positions[:, 2] >= 0.0)
+
+
+def test_command_tracker_follows_the_last_command_and_falls_back_to_measured():
+    tr = CommandTracker(max_deviation=0.1)
+    measured = np.zeros(3)
+    assert tr.baseline(0.0, measured)[1] is None                       # nothing sent yet
+    tr.record(10.0, [0.0, 0.1, 0.2], [[0, 0, 0], [0.05, 0, 0], [0.1, 0, 0]])
+    p, v = tr.baseline(10.05, measured)
+    assert np.allclose(p, [0.025, 0, 0]) and np.allclose(v, [0.5, 0, 0])
+    p, v = tr.baseline(11.0, np.array([0.1, 0, 0]))                     # past the end: holds the last point
+    assert np.allclose(p, [0.1, 0, 0]) and np.allclose(v, 0)
+    p, v = tr.baseline(10.05, np.array([0.5, 0, 0]))                    # robot far from its command
+    assert np.allclose(p, [0.5, 0, 0]) and v is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(chunks(), st.lists(st.floats(-1.0, 1.0), min_size=3, max_size=3))
+def test_forwarded_points_never_break_a_limit_from_a_moving_command(chunk, frac):
+    pos, times, current = chunk
+    gate = _gate()
+    velocity = np.array(frac) * gate.vmax
+    try:
+        res = gate.apply(NAMES, pos, times, current, current_velocity=velocity)
+    except ChunkRejected as exc:
+        assert exc.reason == 'infeasible'
+        return
+    assert check_trajectory(res.positions, res.times, current, gate, current_velocity=velocity) == []

@@ -49,6 +49,35 @@ def test_bad_frames_are_counted_by_reason(experts):
     assert enc.frames == 0
 
 
+def test_frames_stamped_in_the_future_or_past_the_ttl_are_refused(experts):
+    world, _, _ = experts
+    enc = FrameEncoder(world, InProcessCache(4, 1000, world.version), max_age_ms=50.0, max_future_ms=100.0)
+    f = _frame(SyntheticScene(128), 1)
+    now = time.time_ns()
+    for stamp in (now + int(5e9), now - int(5e9), 0):
+        with pytest.raises(ImageError, match='stamp'):
+            enc.process('rgb8', 128, 128, 384, f, stamp)
+    assert enc.rejected == {'stamp_future': 1, 'stamp_old': 2} and enc.frames == 0
+    assert not enc.process('rgb8', 128, 128, 384, f, time.time_ns()).cache_hit
+
+
+def test_a_repeated_frame_while_the_arm_moves_is_a_frozen_camera(experts):
+    """A static scene reuses its representation; the same pixels after the arm moved do not."""
+    world, _, _ = experts
+    enc = FrameEncoder(world, InProcessCache(4, 1000, world.version))
+    f = _frame(SyntheticScene(128), 1)
+    enc.joint_positions = np.zeros(7)
+    enc.process('rgb8', 128, 128, 384, f, time.time_ns())
+    enc.joint_positions = np.full(7, 0.005)                  # within the tolerance: a static scene
+    assert enc.process('rgb8', 128, 128, 384, f, time.time_ns()).cache_hit
+    enc.joint_positions = np.full(7, 0.05)                   # the arm moved, the picture did not
+    with pytest.raises(ImageError, match='frozen'):
+        enc.process('rgb8', 128, 128, 384, f, time.time_ns())
+    assert enc.rejected == {'frozen': 1}
+    g = _frame(SyntheticScene(128), 2)                        # a new picture: serving again
+    assert not enc.process('rgb8', 128, 128, 384, g, time.time_ns()).cache_hit
+
+
 def _ticker(experts, clock_cache):
     world, action, manifest = experts
     t = ActionTicker(action, clock_cache, manifest.extra['world_version'], 7, 384)
@@ -57,7 +86,7 @@ def _ticker(experts, clock_cache):
 
 def test_tick_produces_a_chunk_and_reuses_kv(experts):
     world, action, _ = experts
-    cache = InProcessCache(8, 50, world.version)
+    cache = InProcessCache(8, 1000, world.version)      # TTL out of the way: this is about K/V reuse
     e = cache.put('ab' * 16, time.time_ns(), world.encode(SyntheticScene(128).frame(0)))
     t = _ticker(experts, cache)
     t.set_joint_state(np.linspace(-0.3, 0.3, 7))

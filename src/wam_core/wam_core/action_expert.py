@@ -1,8 +1,10 @@
 """Action expert: a small cross-attention decoder over the world representation.
 
-H learned queries (one per future point of the chunk) carry the joint state and the
-subtask vector; each layer self-attends among queries and cross-attends to the
-representation tokens. The cross-attention keys/values depend only on the
+H learned queries (one per future point of the chunk) carry the joint state, the
+subtask vector and the representation's first (CLS) token, the global summary of the
+scene; each layer self-attends among queries and cross-attends to the representation
+tokens. (Trained without the CLS path, the decoder learned to ignore the image: a few
+object patches among 65 tokens are a weak signal next to the joint state.) The cross-attention keys/values depend only on the
 representation, so ``prepare`` computes them once per representation and every
 50 Hz tick that reuses it runs only the query side (``decode``).
 
@@ -12,7 +14,7 @@ joints) at the control period, as residuals on the current joint positions.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List
+from typing import List, Optional
 
 import torch
 import torch.nn as nn
@@ -22,12 +24,17 @@ from transformers import PretrainedConfig, PreTrainedModel
 from .manifest import verify_manifest
 
 
+def default_delta_scale(joint_names) -> List[float]:
+    """Per-joint bound on a chunk's distance from the current position: 0.5 rad, 5 cm for a gripper."""
+    return [0.05 if 'gripper' in n else 0.5 for n in joint_names]
+
+
 class ActionExpertConfig(PretrainedConfig):
     model_type = 'wam_action_expert'
 
     def __init__(self, repr_dim: int = 192, d_model: int = 256, num_heads: int = 4, num_layers: int = 2,
                  chunk_size: int = 16, num_joints: int = 7, subtask_dim: int = 384, mlp_ratio: int = 4,
-                 max_delta: float = 0.5, **kwargs):
+                 max_delta: float = 0.5, global_token: bool = True, delta_scale=None, **kwargs):
         super().__init__(**kwargs)
         self.repr_dim = repr_dim
         self.d_model = d_model
@@ -38,6 +45,10 @@ class ActionExpertConfig(PretrainedConfig):
         self.subtask_dim = subtask_dim
         self.mlp_ratio = mlp_ratio
         self.max_delta = max_delta     # bound on |target - current| per point, rad
+        self.global_token = global_token   # condition the queries on the CLS token too
+        # per-joint bound on |target - current| (rad, or m for a prismatic gripper);
+        # a gripper bounded by 0.5 m would need a tiny tanh input and saturates easily
+        self.delta_scale = list(delta_scale) if delta_scale is not None else [max_delta] * num_joints
 
 
 @dataclass
@@ -45,6 +56,7 @@ class MemoryKV:
     """Per-layer cross-attention keys/values of one representation: [B, heads, T, dh]."""
     keys: List[torch.Tensor]
     values: List[torch.Tensor]
+    context: Optional[torch.Tensor] = None     # [B, d]: the projected CLS token
 
 
 class _DecoderLayer(nn.Module):
@@ -95,6 +107,10 @@ class ActionExpert(PreTrainedModel):
         self.queries = nn.Parameter(torch.randn(config.chunk_size, d) * 0.02)
         self.state_proj = nn.Linear(config.num_joints, d)
         self.subtask_proj = nn.Linear(config.subtask_dim, d)
+        if config.global_token:     # normalised first: the CLS token's scale moves while the ViT trains
+            self.context = nn.Sequential(nn.LayerNorm(config.repr_dim), nn.Linear(config.repr_dim, d))
+        else:
+            self.context = None
         self.layers = nn.ModuleList([_DecoderLayer(config) for _ in range(config.num_layers)])
         self.ln_out = nn.LayerNorm(d)
         self.head = nn.Linear(d, config.num_joints)
@@ -117,15 +133,28 @@ class ActionExpert(PreTrainedModel):
             k, v = layer.memory_kv(memory)
             keys.append(k)
             values.append(v)
-        return MemoryKV(keys, values)
+        context = self.context(representation[:, 0]) if self.context is not None else None
+        return MemoryKV(keys, values, context)
 
     def decode(self, kv: MemoryKV, joint_state: torch.Tensor, subtask: torch.Tensor) -> torch.Tensor:
         """joint_state [B, N], subtask [B, S] -> joint position targets [B, H, N]."""
-        x = self.queries.unsqueeze(0) + (self.state_proj(joint_state) + self.subtask_proj(subtask)).unsqueeze(1)
+        cond = self.state_proj(joint_state) + self.subtask_proj(subtask)
+        if kv.context is not None:
+            cond = cond + kv.context
+        x = self.queries.unsqueeze(0) + cond.unsqueeze(1)
         for layer, k, v in zip(self.layers, kv.keys, kv.values):
             x = layer(x, k, v)
-        delta = torch.tanh(self.head(self.ln_out(x))) * self.config.max_delta
+        delta = torch.tanh(self.head(self.ln_out(x))) * self._delta_scale(x)
         return joint_state.unsqueeze(1) + delta
+
+    def _delta_scale(self, like: torch.Tensor) -> torch.Tensor:
+        # Built from the config on first use, not a buffer: from_pretrained creates the
+        # module without initialising buffers that are not in the weights file.
+        s = self.__dict__.get('_scale')
+        if s is None or s.dtype != like.dtype or s.device != like.device:
+            s = torch.tensor(self.config.delta_scale, dtype=like.dtype, device=like.device)
+            self.__dict__['_scale'] = s
+        return s
 
     def forward(self, representation, joint_state, subtask):
         """Unified path (training, baseline): prepare + decode in one call."""

@@ -16,7 +16,7 @@ import sys
 import torch
 from transformers import ViTModel
 
-from .action_expert import ActionExpert, ActionExpertConfig
+from .action_expert import ActionExpert, ActionExpertConfig, default_delta_scale
 from .config import DEFAULT_JOINT_NAMES
 from .manifest import write_manifest
 from .world_expert import default_world_config
@@ -33,7 +33,8 @@ def write_default_models(out: str, seed: int = 0, joints: int = len(DEFAULT_JOIN
     world.save_pretrained(world_dir)
     write_manifest(world_dir, WORLD_NAME, version, {'seed': seed, 'trained': False})
     torch.manual_seed(seed + 1)
-    cfg = ActionExpertConfig(repr_dim=world.config.hidden_size, num_joints=joints)
+    cfg = ActionExpertConfig(repr_dim=world.config.hidden_size, num_joints=joints,
+                             delta_scale=default_delta_scale(DEFAULT_JOINT_NAMES[:joints]))
     action = ActionExpert(cfg)
     action.save_pretrained(action_dir)
     write_manifest(action_dir, ACTION_NAME, version,

@@ -5,14 +5,23 @@ acceleration limit as in ros2_control's joint_limits. ``ClampGate.apply`` turns 
 chunk into one that respects position, velocity and acceleration limits, or rejects
 it whole (non-finite values, wrong joints, bad timing, or no feasible motion).
 
-Per joint and point k (dt_k = t_k - t_{k-1}; dt_0 = max(t_0, period) from the measured
-joint position q to point 0), the velocity of segment k is clipped into the
-intersection of
+The baseline is where the robot is *commanded* to be now and how fast that command
+moves: the last forwarded trajectory evaluated at the chunk's start (``CommandTracker``),
+as ros2_control limits the command stream. Basing every chunk on the measured position
+instead would restart each 50 Hz chunk from rest, and a position-controlled arm, whose
+measured position lags its command, would crawl. Without a usable command (start-up, a
+hold, a command far from the measured position) the baseline is the measured position.
+
+Per joint and point k (dt_k = t_k - t_{k-1}; dt_0 = max(t_0, period) from the baseline
+position to point 0), the velocity of segment k is clipped into the intersection of
   [-v_max, v_max]                                  velocity limit
   [v_{k-1} - a dt_k, v_{k-1} + a dt_k]             acceleration limit (k >= 1)
   [(lower - p_{k-1}) / dt_k, (upper - p_{k-1}) / dt_k]   position limits
   braking bounds so that, decelerating at a, the joint can still stop inside the
   limits: (p + v dt) + v^2 / (2a) <= upper (and the mirror for lower).
+A point 0 at t = 0 is "the position now": it may move the command by at most one
+period at the velocity limit, and the acceleration of point 1 counts from the baseline
+velocity. A baseline a hair outside the position limits (contact noise) is clipped in.
 An empty intersection (the robot already moves too fast towards a limit, or is
 outside its limits) rejects the chunk: the robot then finishes the last safe chunk.
 """
@@ -114,17 +123,18 @@ class ClampGate:
             self._reject('joint_state', 'no valid current joint state')
         p = p[:, order]
         out = np.empty_like(p)
-        prev = q
+        prev = baseline_position(q, self.lower, self.upper)
         v_prev = None
         if current_velocity is not None and np.all(np.isfinite(current_velocity)):
             v_prev = np.asarray(current_velocity, dtype=np.float64)
+        v_base = v_prev
         clamped = 0
         for k in range(p.shape[0]):
             dt = max(t[0], self.period_s) if k == 0 else t[k] - t[k - 1]
             v = (p[k] - prev) / dt
             lo = np.maximum(-self.vmax, (self.lower - prev) / dt)
             hi = np.minimum(self.vmax, (self.upper - prev) / dt)
-            if v_prev is not None:
+            if v_prev is not None and not (k == 0 and t[0] <= EPS):    # point 0 "now" is not a segment
                 lo = np.maximum(lo, v_prev - self.amax * dt)
                 hi = np.minimum(hi, v_prev + self.amax * dt)
             # braking: (prev + v dt) + v|v|/(2a) within limits  <=>  v within these roots
@@ -138,7 +148,8 @@ class ClampGate:
             if np.any(np.abs(v_safe - v) * dt > 1e-12):
                 clamped += 1
             out[k] = np.clip(prev + v_safe * dt, self.lower, self.upper)   # rounding only
-            v_prev = (out[k] - prev) / dt
+            now_point = k == 0 and t[0] <= EPS and v_base is not None
+            v_prev = v_base if now_point else (out[k] - prev) / dt
             prev = out[k]
         self.chunks += 1
         self.clamped_points += clamped
@@ -157,19 +168,69 @@ def default_limits(joint_names: Sequence[str]) -> Dict[str, JointLimit]:
 
 
 def check_trajectory(positions: np.ndarray, times: np.ndarray, current: np.ndarray, gate: ClampGate,
-                     tol: float = 1e-6) -> List[str]:
+                     tol: float = 1e-6, current_velocity: Optional[np.ndarray] = None) -> List[str]:
     """Independent check (used by tests and recorders): the list of violated limits."""
     bad = []
     p = np.asarray(positions)
     if np.any(p < gate.lower - tol) or np.any(p > gate.upper + tol):
         bad.append('position')
-    prev, v_prev = current, None
+    prev = baseline_position(np.asarray(current, dtype=np.float64), gate.lower, gate.upper)
+    v_prev = v_base = None if current_velocity is None else np.asarray(current_velocity, dtype=np.float64)
     for k in range(len(p)):
         dt = max(times[0], gate.period_s) if k == 0 else times[k] - times[k - 1]
         v = (p[k] - prev) / dt
         if np.any(np.abs(v) > gate.vmax + tol / dt):
             bad.append(f'velocity@{k}')
-        if v_prev is not None and np.any(np.abs(v - v_prev) > gate.amax * dt + 2 * tol / dt):
+        if v_prev is not None and not (k == 0 and times[0] <= EPS) and \
+                np.any(np.abs(v - v_prev) > gate.amax * dt + 2 * tol / dt):
             bad.append(f'acceleration@{k}')
-        prev, v_prev = p[k], v
+        prev = p[k]
+        v_prev = v_base if (k == 0 and times[0] <= EPS and v_base is not None) else v
     return bad
+
+
+def baseline_position(q: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """A measured position within 1% of the range outside a limit is contact noise: clip it in."""
+    tol = 0.01 * (upper - lower)
+    inside = (q >= lower - tol) & (q <= upper + tol)
+    return np.where(inside, np.clip(q, lower, upper), q)
+
+
+class CommandTracker:
+    """The trajectory last forwarded to the robot, followed the way the controller does
+    (linear between points, holding the last): the gate's baseline for the next chunk.
+
+    ``baseline(t, measured)`` -> (position, velocity or None). It falls back to the
+    measured position when nothing was sent, or when the command has drifted more than
+    ``max_deviation`` from it (a stopped or blocked robot does not follow its command).
+    """
+
+    def __init__(self, max_deviation: float = 0.15):
+        self.max_deviation = max_deviation
+        self._times: Optional[np.ndarray] = None
+        self._pos: Optional[np.ndarray] = None
+
+    def record(self, start_s: float, times, positions) -> None:
+        self._times = start_s + np.asarray(times, dtype=np.float64)
+        self._pos = np.asarray(positions, dtype=np.float64).reshape(len(self._times), -1)
+
+    def reset(self) -> None:
+        self._times = self._pos = None
+
+    def baseline(self, t: float, measured: np.ndarray):
+        measured = np.asarray(measured, dtype=np.float64)
+        if self._times is None or self._pos.shape[1] != measured.shape[0]:
+            return measured, None
+        times, pos = self._times, self._pos
+        if t >= times[-1] or len(times) == 1:
+            p, v = pos[-1], np.zeros_like(measured)
+        elif t <= times[0]:
+            p, v = pos[0], np.zeros_like(measured)
+        else:
+            k = int(np.searchsorted(times, t, side='right'))
+            a = (t - times[k - 1]) / (times[k] - times[k - 1])
+            p = pos[k - 1] + a * (pos[k] - pos[k - 1])
+            v = (pos[k] - pos[k - 1]) / (times[k] - times[k - 1])
+        if np.max(np.abs(p - measured)) > self.max_deviation:
+            return measured, None
+        return p, v

@@ -1,19 +1,21 @@
 """Scripted pick-and-place expert for the tabletop sim: IK waypoints -> joint trajectories.
 
 It proves the task is solvable and is what behaviour cloning learns from. It only
-uses the robot's command interface (``TabletopSim.command``), like a policy would.
+commands the robot through its joint-trajectory interface (``TabletopSim.command``),
+like a policy would; it reads privileged state (object positions) to decide.
 IK: damped least squares on the TCP site, position plus a top-down orientation
 (gripper axis pointing down, fingers across the approach direction).
 """
 from __future__ import annotations
 
 import math
-from typing import List, Tuple
+from typing import Tuple
 
 import mujoco
 import numpy as np
 
-from .sim import JOINT_NAMES, TABLE_Z, TabletopSim
+from .limits import ChunkRejected, ClampGate, CommandTracker, default_limits
+from .sim import FRIDGE_HALF, JOINT_NAMES, TABLE_Z, TabletopSim
 
 OPEN, CLOSED = 0.04, 0.0
 
@@ -54,52 +56,140 @@ def solve_ik(sim: TabletopSim, pos, yaw: float, q0, iters: int = 150) -> np.ndar
     return np.array([d.qpos[a] for a in adr])
 
 
-def plan_pick_and_place(sim: TabletopSim) -> List[Tuple[float, np.ndarray]]:
-    """(duration s, 7 joint targets) segments for: above, down, close, lift, over, down, open, up."""
-    apple = sim.body_position('apple')
-    fridge = sim.body_position('fridge')
-    grasp_z = TABLE_Z + 0.02
-    yaw_a = math.atan2(apple[1], apple[0])
-    yaw_f = math.atan2(fridge[1], fridge[0])
-    q = sim.joint_positions()
-    segments = []
+# ---- state-feedback expert ---------------------------------------------------------
+# Behaviour cloning needs an expert whose action is a function of the current state
+# (what the policy sees), not of the time since the episode began: a time-indexed plan
+# has stationary moments (ease-in from rest, waiting for the gripper) where the same
+# state is labelled both "wait" and "go", and a cloned policy stalls there. This
+# expert decides its phase from the state and returns a chunk towards that phase's
+# waypoint, so equal states always get equal labels, and a perturbed state gets a
+# label that corrects it (which the noise-injected episodes record).
 
-    def go(p, yaw, grip, duration):
-        nonlocal q
-        arm = solve_ik(sim, p, yaw, q)
-        q = np.concatenate([arm, [grip]])
-        segments.append((duration, q.copy()))
+GRASP_Z = TABLE_Z + 0.04      # TCP height; the fingertips reach 4 cm below it
+PREGRASP_DZ = 0.12
+CARRY_Z = TABLE_Z + 0.17
+PLACE_Z = TABLE_Z + 0.085
+RETREAT_Z = TABLE_Z + 0.20
+ARM_SPEED = 1.0          # rad/s, fastest joint
+GRIP_SPEED = 0.1         # m/s
+LEAD_S = 0.1             # command this far ahead of the measured state (PD tracking lag)
+XY_TOL, Z_TOL = 0.02, 0.012
+CARROT_M = 0.08         # transport aims this far ahead of the TCP
+GRASPED_BELOW = 0.0225   # gripper opening (m) once the fingers close on the 4 cm cube
 
-    go(apple + [0, 0, 0.12], yaw_a, OPEN, 1.5)
-    go([apple[0], apple[1], grasp_z + 0.005], yaw_a, OPEN, 1.0)
-    go([apple[0], apple[1], grasp_z + 0.005], yaw_a, CLOSED, 0.6)
-    go([apple[0], apple[1], grasp_z + 0.15], yaw_a, CLOSED, 1.0)
-    go([fridge[0], fridge[1], grasp_z + 0.15], yaw_f, CLOSED, 1.5)
-    go([fridge[0], fridge[1], grasp_z + 0.06], yaw_f, CLOSED, 0.8)
-    go([fridge[0], fridge[1], grasp_z + 0.06], yaw_f, OPEN, 0.5)
-    go([fridge[0], fridge[1], grasp_z + 0.18], yaw_f, OPEN, 0.8)
-    return segments
+FREE_SPACE = ('reach', 'lift', 'transport', 'retreat')
+PHASE_SKILL = {          # expert phase -> the plan skill it carries out (subtask conditioning)
+    'reach': 'locate', 'descend': 'grasp', 'close': 'grasp', 'lift': 'transport', 'transport': 'transport',
+    'lower': 'place', 'release': 'release', 'retreat': 'release'}
 
 
-def run_episode(sim: TabletopSim, seed: int, period_s: float = 0.02, chunk: int = 16) -> Tuple[bool, float]:
-    """Execute the scripted plan as chunked joint trajectories; returns (success, seconds)."""
+def apple_in_fridge(sim: TabletopSim) -> bool:
+    apple, fridge = sim.body_position('apple'), sim.body_position('fridge')
+    return bool(np.all(np.abs(apple[:2] - fridge[:2]) < FRIDGE_HALF - 0.01) and apple[2] < TABLE_Z + 0.11)
+
+
+class ScriptedExpert:
+    """Pick-and-place as a state-feedback law: ``act(sim)`` -> (phase, chunk [H, 7])."""
+
+    def __init__(self, sim: TabletopSim, chunk: int = 16, period_s: float = 0.02):
+        self.sim, self.chunk, self.period_s = sim, chunk, period_s
+        self._ik_cache = {}
+
+    def _ik(self, pos, yaw: float, q) -> np.ndarray:
+        key = (tuple(np.round(pos, 3)), round(yaw, 3))     # waypoints repeat tick after tick
+        if key not in self._ik_cache:
+            if len(self._ik_cache) > 256:
+                self._ik_cache.clear()
+            self._ik_cache[key] = solve_ik(self.sim, pos, yaw, q)
+        return self._ik_cache[key]
+
+    def phase(self):
+        """(phase name, arm waypoint [6] or None to hold the arm, gripper target)."""
+        sim = self.sim
+        q, tcp = sim.joint_positions(), sim.tcp_position()
+        apple, fridge = sim.body_position('apple'), sim.body_position('fridge')
+        grip = q[6]
+        yaw_a, yaw_f = math.atan2(apple[1], apple[0]), math.atan2(fridge[1], fridge[0])
+        near_apple = np.linalg.norm(apple - tcp) < 0.05     # held: ~2 cm below the TCP, swinging
+        if apple_in_fridge(sim):
+            if grip < 0.035 and near_apple:
+                return 'release', self._ik([fridge[0], fridge[1], PLACE_Z], yaw_f, q), OPEN
+            return 'retreat', self._ik([fridge[0], fridge[1], RETREAT_Z], yaw_f, q), OPEN
+        if grip < GRASPED_BELOW and grip > 0.008 and near_apple:
+            over_fridge = np.linalg.norm(tcp[:2] - fridge[:2]) < XY_TOL
+            if over_fridge:
+                return 'lower', self._ik([fridge[0], fridge[1], PLACE_Z], yaw_f, q), CLOSED
+            if apple[2] < TABLE_Z + 0.06:                     # just grasped: straight up first
+                return 'lift', self._ik([apple[0], apple[1], CARRY_Z], yaw_a, q), CLOSED
+            # a Cartesian carrot at carry height: a joint-space line to a far pose would dip
+            step = fridge[:2] - tcp[:2]
+            step *= min(1.0, CARROT_M / max(np.linalg.norm(step), 1e-9))
+            xy = tcp[:2] + step
+            return 'transport', self._ik([xy[0], xy[1], CARRY_Z], math.atan2(xy[1], xy[0]), q), CLOSED
+        aligned = np.linalg.norm(tcp[:2] - apple[:2]) < XY_TOL
+        if aligned and abs(tcp[2] - GRASP_Z) < Z_TOL and grip > 0.008:
+            return 'close', self._ik([apple[0], apple[1], GRASP_Z], yaw_a, q), CLOSED
+        if aligned and tcp[2] < apple[2] + PREGRASP_DZ + 0.01:
+            return 'descend', self._ik([apple[0], apple[1], GRASP_Z], yaw_a, q), OPEN
+        return 'reach', self._ik(apple + [0, 0, PREGRASP_DZ], yaw_a, q), OPEN
+
+    def act(self):
+        """The expert's chunk from the current state: point k is the target k periods from now."""
+        name, arm, grip_target = self.phase()
+        q = self.sim.joint_positions()
+        goal = q.copy()
+        if arm is not None:
+            goal[:6] = arm
+        goal[6] = grip_target
+        delta = goal - q
+        t_arm = np.max(np.abs(delta[:6])) / ARM_SPEED
+        t_grip = abs(delta[6]) / GRIP_SPEED
+        t_total = max(t_arm, t_grip, 1e-6)
+        # straight line in joint space, every joint arriving together, led by LEAD_S
+        t = LEAD_S + self.period_s * np.arange(self.chunk)
+        frac = np.clip(t / t_total, 0.0, 1.0)[:, None]
+        return name, q + frac * delta
+
+
+def run_episode(sim: TabletopSim, seed: int, period_s: float = 0.02, chunk: int = 16, max_s: float = 15.0,
+                noise: float = 0.0, on_tick=None) -> Tuple[bool, float]:
+    """Run the expert closed-loop at the control period; returns (success, seconds).
+
+    Chunks pass the robot's clamping gate, based on the last command, as the harness
+    does. noise > 0 adds a smooth random offset (rad, arm joints) to what is executed, not to
+    what the expert says: recorded episodes then show how to recover from errors.
+    ``on_tick(sim, phase, chunk)`` is called before each command (dataset recording).
+    """
     sim.reset(seed)
     sim.step(0.2)                                   # let the objects settle
-    segments = plan_pick_and_place(sim)
-    # dense reference trajectory at the control period
-    ref, q = [], sim.joint_positions()
-    for duration, target in segments:
-        n = max(1, int(round(duration / period_s)))
-        for k in range(1, n + 1):
-            ref.append(q + (target - q) * (0.5 - 0.5 * math.cos(math.pi * k / n)))   # smooth start/stop
-        q = target
-    ref = np.array(ref)
+    expert = ScriptedExpert(sim, chunk, period_s)
+    gate = ClampGate(JOINT_NAMES, default_limits(JOINT_NAMES), period_s)   # as the harness forwards
+    tracker = CommandTracker()
+    rng = np.random.default_rng(seed + 7919)
+    offset = np.zeros(7)
     t0 = sim.time
-    for i in range(len(ref)):
-        pts = ref[i:i + chunk]
-        sim.command(JOINT_NAMES, pts, period_s * np.arange(1, len(pts) + 1))
+    done_at = None
+    times = period_s * np.arange(chunk)
+    while sim.time - t0 < max_s:
+        name, pts = expert.act()
+        if on_tick is not None:
+            on_tick(sim, name, pts)
+        if noise > 0 and name in FREE_SPACE:
+            offset[:6] = 0.97 * offset[:6] + noise * 0.25 * rng.standard_normal(6)   # ~ +-noise, ~1 s correlation
+        else:
+            offset *= 0.8                           # no noise near contact: grasps stay clean
+        base, vel = tracker.baseline(sim.time, sim.joint_positions())
+        try:
+            cmd = gate.apply(JOINT_NAMES, pts + offset, times, base, vel).positions
+            tracker.record(sim.time, times, cmd)
+            sim.command(JOINT_NAMES, cmd[1:], times[1:])      # point 0 is "now": already past
+        except ChunkRejected:
+            pass                                           # the robot finishes the last chunk
         sim.step(period_s)
-    sim.step(1.0)
+        if name == 'retreat' and sim.success():
+            done_at = done_at or sim.time
+            if sim.time - done_at > 0.5:
+                break
     return sim.success(), sim.time - t0
 
 

@@ -35,4 +35,6 @@ class SyntheticScene:
         return f
 
     def joints(self, t: float) -> np.ndarray:
+        if self.static:            # nothing moves in a static scene (a moving arm would be in the image)
+            t = 0.0
         return (self._amp * np.sin(0.5 * t + self._phase)).astype(np.float64)

@@ -12,12 +12,13 @@ import torch
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.qos import HistoryPolicy, QoSProfile, qos_profile_sensor_data
-from sensor_msgs.msg import Image
+from sensor_msgs.msg import Image, JointState
 from wam_interfaces.msg import RepresentationDescriptor
 
 from wam_core import ros_convert as rc
 from wam_core.config import ConfigError, resolve_path
 from wam_core.image import ImageError
+from wam_core.joint_state import JointStateError, JointStateMapper
 from wam_core.latency import RateMeter
 from wam_core.manifest import ManifestError
 from wam_core.repr_cache import CacheError, open_cache_writer
@@ -38,7 +39,7 @@ class WorldExpertNode(LifecycleNode):
         self.cache = None
         self.expert = None
         self.encoder = None
-        self._sub = None
+        self._sub = self._js_sub = None
         self._pub = None
         self._diag_timer = None
         self._frame_rate = RateMeter()
@@ -69,7 +70,9 @@ class WorldExpertNode(LifecycleNode):
         except (ManifestError, CacheError, ConfigError, OSError, ValueError) as exc:
             self.get_logger().error(f'configure failed: {exc}')
             return TransitionCallbackReturn.FAILURE
-        self.encoder = FrameEncoder(self.expert, self.cache, self.cfg.runtime.timeout_world_ms)
+        self.encoder = FrameEncoder(self.expert, self.cache, self.cfg.runtime.timeout_world_ms,
+                                    max_age_ms=self.cfg.repr_cache.ttl_ms)
+        self._joints = JointStateMapper(self.cfg.control.joint_names)
         self._pub = self.create_lifecycle_publisher(RepresentationDescriptor, '/world_expert/representation', 10)
         self.get_logger().info(f'world expert {self.expert.manifest.name} version {self.expert.version} '
                                f'loaded from {model_dir}, cache backend {self.cache.backend}')
@@ -81,6 +84,9 @@ class WorldExpertNode(LifecycleNode):
                          reliability=qos_profile_sensor_data.reliability,
                          durability=qos_profile_sensor_data.durability)
         self._sub = self.create_subscription(Image, self.get_parameter('camera_topic').value, self._on_image, qos)
+        # joint motion tells a frozen camera (the same frame while the arm moves) from a static scene
+        self._js_sub = self.create_subscription(JointState, '/joint_states', self._on_joint_state,
+                                                qos_profile_sensor_data)
         self._diag_timer = self.create_timer(1.0, self.diagnostics.publish)
         self._running = True
         self._worker = threading.Thread(target=self._encode_loop, name='world_encoder', daemon=True)
@@ -93,7 +99,8 @@ class WorldExpertNode(LifecycleNode):
         self.ready = False
         if self._sub is not None:
             self.destroy_subscription(self._sub)
-            self._sub = None
+            self.destroy_subscription(self._js_sub)
+            self._sub = self._js_sub = None
         self._stop_worker()
         return super().on_deactivate(state)
 
@@ -124,8 +131,20 @@ class WorldExpertNode(LifecycleNode):
         self.cache = None
 
     # hot path -----------------------------------------------------------------
+    def _on_joint_state(self, msg: JointState) -> None:
+        try:
+            self.encoder.joint_positions = self._joints.map(msg.name, msg.position).copy()
+        except JointStateError:
+            pass         # bad joint states are rejected and counted by the action expert and harness
+
     def _on_image(self, msg: Image) -> None:
         self._frame_rate.tick(time.monotonic())
+        try:
+            self.encoder.check(msg.encoding, msg.height, msg.width, msg.step, msg.data,
+                               rc.stamp_to_ns(msg.header.stamp))
+        except ImageError as exc:
+            self.get_logger().warning(f'rejected camera frame: {exc}', throttle_duration_sec=1.0)
+            return
         with self._wake:
             if self._pending is not None:
                 self.dropped += 1

@@ -1,0 +1,433 @@
+"""`make faults`: inject faults into the multi-process stack on the simulator and measure.
+
+    python -m robot_agent.faults [--only world_kill,camera_stall] [--json out.json]
+
+For each fault a recorder on /arm_controller/joint_trajectory (what the robot receives)
+measures:
+- hold_ms: fault -> the first hold (a one-point trajectory) or safety stop the robot gets;
+- unsafe: forwarded points that break a joint limit (must be 0);
+- stale: full chunks forwarded from TTL + one control period after the fault until it
+  cleared, i.e. actions computed from a representation older than the TTL (must be 0);
+- recovery_s: the fault cleared -> the next full chunk forwarded (target <= 2 s);
+- leaked segments and processes once the stack is shut down (checked by the caller).
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Dict, List, Optional
+
+import numpy as np
+
+ROOT = os.environ.get('WAM_ROOT') or os.getcwd()
+CONFIG = os.path.join(ROOT, 'config', 'wam.yaml')
+HOLD_TARGET_MS = 70.0          # TTL (50 ms) + one control period (20 ms)
+RECOVERY_TARGET_S = 2.0
+
+
+@dataclass
+class FaultResult:
+    fault: str
+    hold_ms: Optional[float]
+    unsafe: int
+    stale: int
+    recovery_s: Optional[float]
+    ok: bool = False
+    notes: str = ''
+    timeline: List[List[float]] = field(default_factory=list)   # [t - t_fault, 0 hold | 1 chunk | 2 stop]
+
+    def judge(self, needs_reset: bool = False) -> 'FaultResult':
+        self.ok = (self.unsafe == 0 and self.stale == 0 and self.hold_ms is not None
+                   and self.hold_ms <= HOLD_TARGET_MS and self.recovery_s is not None
+                   and (needs_reset or self.recovery_s <= RECOVERY_TARGET_S))
+        return self
+
+
+class Recorder:
+    """What the robot receives, with arrival times (monotonic s), checked against the limits."""
+
+    def __init__(self, stack):
+        from std_msgs.msg import Bool
+        from rclpy.qos import DurabilityPolicy, QoSProfile
+        from trajectory_msgs.msg import JointTrajectory
+        from wam_interfaces.msg import RepresentationDescriptor
+
+        from wam_core.limits import default_limits
+        from wam_core.sim import JOINT_NAMES
+        self.names = list(JOINT_NAMES)
+        lim = default_limits(self.names)
+        self.lower = np.array([lim[n].lower for n in self.names])
+        self.upper = np.array([lim[n].upper for n in self.names])
+        self.vmax = np.array([lim[n].velocity for n in self.names])
+        self.forwarded: List[tuple] = []      # (t, points)
+        self.raw: List[float] = []            # raw chunk arrival times (full chunks)
+        self.descriptors: List[tuple] = []    # (t, model_version)
+        self.stops: List[tuple] = []          # (t, stopped)
+        self.unsafe = 0
+        node = stack.monitor
+        node.create_subscription(JointTrajectory, '/arm_controller/joint_trajectory', self._on_forwarded, 100)
+        node.create_subscription(JointTrajectory, '/action_expert/raw_chunk',
+                                 lambda m: len(m.points) > 1 and self.raw.append(time.monotonic()), 100)
+        node.create_subscription(RepresentationDescriptor, '/world_expert/representation',
+                                 lambda m: self.descriptors.append((time.monotonic(), m.model_version)), 100)
+        node.create_subscription(Bool, '/safety/stop', lambda m: self.stops.append((time.monotonic(), m.data)),
+                                 QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+
+    def _on_forwarded(self, msg) -> None:
+        t = time.monotonic()
+        p = np.array([list(pt.positions) for pt in msg.points], dtype=float)
+        times = np.array([pt.time_from_start.sec + pt.time_from_start.nanosec * 1e-9 for pt in msg.points])
+        bad = (list(msg.joint_names) != self.names or p.ndim != 2 or not np.all(np.isfinite(p))
+               or np.any(p < self.lower - 1e-6) or np.any(p > self.upper + 1e-6)
+               or (len(p) > 1 and np.any(np.abs(np.diff(p, axis=0)) > self.vmax * np.diff(times)[:, None] + 1e-6)))
+        self.unsafe += int(bad)
+        self.forwarded.append((t, len(msg.points)))
+
+    def result(self, name: str, t_fault: float, t_clear: Optional[float], t_end: float) -> FaultResult:
+        holds = [t for t, n in self.forwarded if t >= t_fault and n == 1]
+        stops = [t for t, s in self.stops if t >= t_fault and s]
+        first = min(holds[:1] + stops[:1]) if (holds or stops) else None
+        until = t_clear if t_clear is not None else t_end
+        stale = sum(1 for t, n in self.forwarded if t_fault + HOLD_TARGET_MS / 1e3 < t < until and n > 1)
+        after = [t for t, n in self.forwarded if t_clear is not None and t >= t_clear and n > 1]
+        timeline = [[round(t - t_fault, 4), 0 if n == 1 else 1] for t, n in self.forwarded
+                    if t_fault - 0.5 <= t <= t_end]
+        timeline += [[round(t - t_fault, 4), 2] for t, s in self.stops if s and t_fault - 0.5 <= t <= t_end]
+        unsafe, self.unsafe = self.unsafe, 0
+        return FaultResult(name, None if first is None else (first - t_fault) * 1e3, unsafe, stale,
+                           None if not after else after[0] - t_clear, timeline=sorted(timeline))
+
+
+def _wait(stack, cond: Callable[[], bool], timeout: float) -> Optional[float]:
+    stack.spin_for(timeout, until=cond)
+    return time.monotonic() if cond() else None
+
+
+def _serving(stack, rec: Recorder, timeout: float = 30.0) -> None:
+    n = len(rec.forwarded)
+    ok = _wait(stack, lambda: sum(1 for _, k in rec.forwarded[n:] if k > 1) > 25, timeout)
+    if ok is None:
+        raise RuntimeError('the stack is not forwarding chunks before the fault')
+
+
+def fault_world_kill(stack, rec: Recorder) -> FaultResult:
+    """kill -9 of the world expert, then a restart."""
+    _serving(stack, rec)
+    t_fault = time.monotonic()
+    stack.kill_child('world')
+    stack.spin_for(1.0)
+    stack.start_child('world')
+    n = len(rec.descriptors)
+    t_clear = _wait(stack, lambda: len(rec.descriptors) > n, 60.0)       # the new writer publishes
+    _wait(stack, lambda: t_clear is not None and any(t >= t_clear and k > 1 for t, k in rec.forwarded[-50:]), 10.0)
+    return rec.result('world_kill', t_fault, t_clear, time.monotonic()).judge()
+
+
+def fault_action_kill(stack, rec: Recorder) -> FaultResult:
+    """kill -9 of the action expert, then a restart."""
+    _serving(stack, rec)
+    t_fault = time.monotonic()
+    stack.kill_child('action')
+    stack.spin_for(1.0)
+    stack.start_child('action')
+    n = len(rec.raw)
+    t_clear = _wait(stack, lambda: len(rec.raw) > n, 60.0)               # the new expert ticks
+    _wait(stack, lambda: t_clear is not None and any(t >= t_clear and k > 1 for t, k in rec.forwarded[-50:]), 10.0)
+    res = rec.result('action_kill', t_fault, t_clear, time.monotonic())
+    res.stale = 0      # no action expert, no chunks: "stale" counts full chunks, which only it makes
+    return res.judge()
+
+
+def fault_camera_stall(stack, rec: Recorder, seconds: float = 1.0) -> FaultResult:
+    """The camera stops publishing, then comes back."""
+    _serving(stack, rec)
+    t_fault = time.monotonic()
+    stack.robot.camera_paused = True
+    stack.spin_for(seconds)
+    stack.robot.camera_paused = False
+    t_clear = time.monotonic()
+    _wait(stack, lambda: any(t >= t_clear and k > 1 for t, k in rec.forwarded[-50:]), 10.0)
+    return rec.result('camera_stall', t_fault, t_clear, time.monotonic()).judge()
+
+
+def fault_version_mismatch(stack, rec: Recorder) -> FaultResult:
+    """The world expert restarts with a model of another version; recovery is a restart with the
+    right one plus /harness/reset (a version change never clears by itself)."""
+    from wam_core.config import load_stack_config, resolve_path
+    from wam_core.manifest import read_manifest, write_manifest
+    _serving(stack, rec)
+    src = resolve_path(load_stack_config(CONFIG).experts.world.model_dir)
+    tmp = tempfile.mkdtemp(prefix='wam_other_world_')
+    try:
+        other = os.path.join(tmp, 'world_expert')
+        shutil.copytree(src, other)
+        man = read_manifest(src)
+        os.remove(os.path.join(other, 'manifest.json'))
+        write_manifest(other, man.name, man.version + '-other', dict(man.extra))
+        stack.kill_child('world', signal.SIGINT)
+        stack.spin_for(0.2)
+        stack.start_child('world', ['-p', f'experts.world.model_dir:={other}'])
+        n = len(rec.descriptors)
+        t_fault = _wait(stack, lambda: any(v.endswith('-other') for _, v in rec.descriptors[n:]), 60.0)
+        if t_fault is None:
+            raise RuntimeError('the other-version world expert never published')
+        # the first descriptor of the other version is the fault
+        t_fault = next(t for t, v in rec.descriptors[n:] if v.endswith('-other'))
+        stack.spin_for(1.0)
+        stack.kill_child('world', signal.SIGINT)
+        stack.spin_for(0.2)
+        stack.start_child('world')
+        n = len(rec.descriptors)
+        t_clear = _wait(stack, lambda: any(not v.endswith('-other') for _, v in rec.descriptors[n:]), 60.0)
+        _reset_harness(stack)
+        _wait(stack, lambda: t_clear is not None and any(t >= t_clear and k > 1 for t, k in rec.forwarded[-50:]),
+              10.0)
+        return rec.result('version_mismatch', t_fault, t_clear, time.monotonic()).judge(needs_reset=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _reset_harness(stack) -> None:
+    from std_srvs.srv import Trigger
+    cli = stack.monitor.create_client(Trigger, '/harness/reset')
+    if cli.wait_for_service(timeout_sec=5.0):
+        for _ in range(20):          # the reset is refused until everything reports OK again
+            fut = cli.call_async(Trigger.Request())
+            stack.spin_for(2.0, until=fut.done)
+            if fut.done() and fut.result().success:
+                break
+            stack.spin_for(0.25)
+    stack.monitor.destroy_client(cli)
+
+
+def _moving(stack, rec: Recorder, seed: int) -> None:
+    """A fresh scene: the policy moves the arm (a frozen camera only matters while it moves)."""
+    stack.robot.sim.reset(seed)
+    _serving(stack, rec)
+    stack.spin_for(0.3)
+
+
+def fault_frozen_frame(stack, rec: Recorder, seconds: float = 1.0) -> FaultResult:
+    """The camera publishes the same frame forever (new stamps, same pixels) while the arm moves."""
+    _moving(stack, rec, 5101)
+    t_fault = time.monotonic()
+    stack.robot.camera_frozen = True
+    stack.spin_for(seconds)
+    stack.robot.camera_frozen = False
+    t_clear = time.monotonic()
+    _wait(stack, lambda: any(t >= t_clear and k > 1 for t, k in rec.forwarded[-50:]), 10.0)
+    return rec.result('frozen_frame', t_fault, t_clear, time.monotonic()).judge()
+
+
+def _clock_jump(stack, rec: Recorder, name: str, offset_s: float, seconds: float = 1.0) -> FaultResult:
+    _serving(stack, rec)
+    t_fault = time.monotonic()
+    stack.robot.clock_offset_s = offset_s
+    stack.spin_for(seconds)
+    stack.robot.clock_offset_s = 0.0
+    t_clear = time.monotonic()
+    _wait(stack, lambda: any(t >= t_clear and k > 1 for t, k in rec.forwarded[-50:]), 10.0)
+    return rec.result(name, t_fault, t_clear, time.monotonic()).judge()
+
+
+def fault_clock_future(stack, rec: Recorder) -> FaultResult:
+    """The robot's clock jumps 5 s ahead: its camera stamps come from the future."""
+    return _clock_jump(stack, rec, 'clock_future', 5.0)
+
+
+def fault_clock_past(stack, rec: Recorder) -> FaultResult:
+    """The robot's clock jumps 5 s back: its camera stamps are already old."""
+    return _clock_jump(stack, rec, 'clock_past', -5.0)
+
+
+def _no_interruption(stack, rec: Recorder, name: str, action: Callable[[], Optional[float]],
+                     within_s: float) -> FaultResult:
+    """Faults away from the control path (planner, instruction input): the robot must not
+    notice. hold_ms is 0 when nothing interrupted the chunks; recovery_s is how long the
+    task path took to answer (a fallback plan, a drained flood)."""
+    _serving(stack, rec)
+    t_fault = time.monotonic()
+    answered = action()
+    t_end = time.monotonic()
+    res = rec.result(name, t_fault, t_fault, t_end)
+    chunks = sum(1 for t, k in rec.forwarded if t_fault <= t <= t_end and k > 1)
+    rate = chunks / max(t_end - t_fault, 1e-9)
+    stops = [t for t, v in rec.stops if t_fault <= t <= t_end and v]
+    res.hold_ms = 0.0
+    res.recovery_s = None if answered is None else answered - t_fault
+    res.notes = f'{rate:.1f} chunks/s forwarded during the fault, {len(stops)} safety stops'
+    res.ok = (res.unsafe == 0 and not stops and rate >= 40.0 and res.recovery_s is not None
+              and res.recovery_s <= within_s)
+    return res
+
+
+def _goal(stack, instruction: str, timeout: float) -> Optional[float]:
+    """Send an ExecuteTask goal; the time its plan arrived (first feedback with a plan), or None."""
+    from rclpy.action import ActionClient
+    from wam_interfaces.action import ExecuteTask
+    client = stack.__dict__.get('_fault_client')
+    if client is None:
+        client = stack._fault_client = ActionClient(stack.monitor, ExecuteTask, '/harness/execute_task')
+        client.wait_for_server(timeout_sec=10.0)
+    planned = []
+    fut = client.send_goal_async(ExecuteTask.Goal(instruction=instruction),
+                                 feedback_callback=lambda fb: fb.feedback.plan and not planned
+                                 and planned.append(time.monotonic()))
+    stack.spin_for(timeout, until=lambda: bool(planned) or (fut.done() and not fut.result().accepted))
+    if fut.done() and fut.result().accepted:
+        done = fut.result().cancel_goal_async()
+        stack.spin_for(3.0, until=done.done)
+    return planned[0] if planned else None
+
+
+def _llm_fault(mode: str) -> Callable:
+    def fault(stack, rec: Recorder) -> FaultResult:
+        stack.llm_server.mode = mode
+        # timeout 2 s x (1 + 2 retries) within a 4 s deadline, then the rules
+        return _no_interruption(stack, rec, f'llm_{mode}',
+                                lambda: _goal(stack, 'put the red apple in the fridge', 15.0), within_s=6.0)
+    fault.__doc__ = f'The LLM server is {mode}: plans fall back to the rules; control never notices.'
+    return fault
+
+
+def fault_instruction_flood(stack, rec: Recorder, count: int = 2000) -> FaultResult:
+    """A flood of /instruction messages: the harness plans one task at a time and refuses the rest."""
+    from std_msgs.msg import String
+    pub = stack.monitor.create_publisher(String, '/instruction', 100)
+
+    def flood() -> Optional[float]:
+        for i in range(count):
+            pub.publish(String(data=f'put the red apple in the fridge #{i}'))
+            if i % 100 == 0:
+                stack.spin_for(0.01)
+        stack.spin_for(1.0)
+        return time.monotonic()
+    res = _no_interruption(stack, rec, 'instruction_flood', flood, within_s=10.0)
+    stack.monitor.destroy_publisher(pub)
+    return res
+
+
+FAULTS = {'world_kill': fault_world_kill, 'action_kill': fault_action_kill, 'camera_stall': fault_camera_stall,
+          'frozen_frame': fault_frozen_frame, 'version_mismatch': fault_version_mismatch,
+          'llm_down': _llm_fault('down'), 'llm_slow': _llm_fault('slow'), 'llm_garbage': _llm_fault('garbage'),
+          'instruction_flood': fault_instruction_flood,
+          'clock_future': fault_clock_future, 'clock_past': fault_clock_past}
+
+
+class FakeLLMServer:
+    """An OpenAI-compatible endpoint that misbehaves on demand: 'down' (connection refused
+    is simulated by a 503 without a body), 'slow' (answers after 10 s) or 'garbage'."""
+
+    def __init__(self):
+        import http.server
+        import threading
+        self.mode = 'down'
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):                      # noqa: N802 (http.server's name)
+                self.rfile.read(int(self.headers.get('Content-Length', 0) or 0))
+                if server.mode == 'slow':
+                    time.sleep(10.0)
+                if server.mode == 'down':
+                    self.send_response(503)
+                    self.end_headers()
+                    return
+                body = b'\x00\xff{"choices": [{"message": {"content": "<<not json>>"' + os.urandom(64)
+                self.send_response(200)
+                self.send_header('Content-Type', 'application/json')
+                self.send_header('Content-Length', str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+        self.httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f'http://127.0.0.1:{self.httpd.server_address[1]}/v1'
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def shm_segments() -> List[str]:
+    return sorted(glob.glob('/dev/shm/wam*'))
+
+
+def run(faults: List[str], seed: int = 5000, progress: bool = True) -> Dict[str, object]:
+    import psutil
+
+    from .stack import Stack
+    before = set(shm_segments())
+    llm = FakeLLMServer()
+    stack = Stack('multi', CONFIG, robot='sim', seed=seed, extra_args=['-p', f'planner.llm_url:={llm.url}'])
+    stack.llm_server = llm
+    results: List[FaultResult] = []
+    pids = set()
+    try:
+        stack.wait_ready(120)
+        stack.spin_for(3.0, until=lambda: stack.monitor.forwarded > 0 and not stack.monitor.safety_stop)
+        rec = Recorder(stack)
+        for name in faults:
+            r = FAULTS[name](stack, rec)
+            results.append(r)
+            pids |= {p.pid for p in stack.procs}
+            if progress:
+                print(f'{name:18} hold {r.hold_ms if r.hold_ms is None else round(r.hold_ms, 1)} ms | unsafe '
+                      f'{r.unsafe} | stale {r.stale} | recovery '
+                      f'{r.recovery_s if r.recovery_s is None else round(r.recovery_s, 2)} s | '
+                      f'{"ok" if r.ok else "MISSED"}', flush=True)
+            stack.spin_for(1.0)
+    finally:
+        pids |= {p.pid for p in stack.procs}
+        stack.shutdown()
+        llm.close()
+    time.sleep(0.5)
+    leaked_segments = sorted(set(shm_segments()) - before)
+    leaked_procs = sorted(p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != 'zombie')
+    return {'faults': [asdict(r) for r in results], 'leaked_segments': leaked_segments,
+            'leaked_processes': leaked_procs,
+            'all_ok': all(r.ok for r in results) and not leaked_segments and not leaked_procs}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--only', default=','.join(FAULTS))
+    ap.add_argument('--json', default='')
+    args = ap.parse_args(argv)
+    os.environ.setdefault('WAM_ROOT', ROOT)
+    names = [n.strip() for n in args.only.split(',') if n.strip()]
+    unknown = [n for n in names if n not in FAULTS]
+    if unknown:
+        ap.error(f'unknown faults {unknown}; known: {", ".join(FAULTS)}')
+    out = run(names)
+    sys.path.insert(0, os.path.join(ROOT, 'bench'))
+    from report import update_report_part
+    leaks = len(out['leaked_segments']) + len(out['leaked_processes'])
+    summary = {r['fault']: {'stop_ms': r['hold_ms'], 'recover_ms': None if r['recovery_s'] is None
+                            else r['recovery_s'] * 1e3, 'unsafe_forwarded': r['unsafe'],
+                            'stale_forwarded': r['stale'], 'leaks': leaks, 'ok': r['ok']}
+               for r in out['faults']}
+    update_report_part('reliability', 'faults', summary)
+    with open(os.path.join(ROOT, 'bench', 'faults_timeline.json'), 'w', encoding='utf-8') as fh:
+        json.dump(out, fh)
+    if args.json:
+        with open(args.json, 'w', encoding='utf-8') as fh:
+            json.dump(out, fh, indent=1)
+    print(f"leaked segments {out['leaked_segments']} processes {out['leaked_processes']}")
+    print('all faults handled within targets' if out['all_ok'] else 'SOME FAULTS MISSED THEIR TARGETS')
+    return 0 if out['all_ok'] else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
