@@ -39,9 +39,16 @@ def _node(model_dir, cache):
         Parameter('runtime.precision', value='fp32')])
 
 
+def _stamp(msg):
+    """Stamp now: frames older than the cache TTL are refused."""
+    ns = time.time_ns()
+    msg.header.stamp.sec, msg.header.stamp.nanosec = ns // 1_000_000_000, ns % 1_000_000_000
+    return msg
+
+
 def _img(encoding='rgb8', h=128, w=128, step=384, data=None, frame=0):
     msg = Image(encoding=encoding, height=h, width=w, step=step)
-    msg.header.stamp.sec = int(time.time())
+    _stamp(msg)
     msg.data = data if data is not None else SyntheticScene(128).frame(frame).tobytes()
     return msg
 
@@ -70,7 +77,7 @@ def test_bad_frames_are_rejected_and_the_node_keeps_encoding(models, ros):
         assert set(node.encoder.rejected) >= {'encoding', 'empty', 'length', 'step'}
         good = _img(frame=3)
         for _ in range(3):                    # the same frame three times: one encode
-            pub.publish(good)
+            pub.publish(_stamp(good))
             for _ in range(6):
                 spin_slice(ex, 0.05)
         deadline = time.monotonic() + 5
