@@ -118,29 +118,34 @@ def _serving(stack, rec: Recorder, timeout: float = 30.0) -> None:
         raise RuntimeError('the stack is not forwarding chunks before the fault')
 
 
-def fault_world_kill(stack, rec: Recorder) -> FaultResult:
-    """kill -9 of the world expert, then a restart."""
+def _chunk_after(stack, rec: Recorder, t_clear: Optional[float], timeout: float = 10.0) -> None:
+    """Spin until the robot gets a full chunk again after the fault cleared."""
+    _wait(stack, lambda: t_clear is not None and any(t >= t_clear and k > 1 for t, k in rec.forwarded[-50:]),
+          timeout)
+
+
+def _kill_and_restart(stack, rec: Recorder, role: str, events: List) -> tuple:
+    """kill -9 one node, restart it after 1 s; the fault clears at its first new output in ``events``."""
     _serving(stack, rec)
     t_fault = time.monotonic()
-    stack.kill_child('world')
+    stack.kill_child(role)
     stack.spin_for(1.0)
-    stack.start_child('world')
-    n = len(rec.descriptors)
-    t_clear = _wait(stack, lambda: len(rec.descriptors) > n, 60.0)       # the new writer publishes
-    _wait(stack, lambda: t_clear is not None and any(t >= t_clear and k > 1 for t, k in rec.forwarded[-50:]), 10.0)
+    stack.start_child(role)
+    n = len(events)
+    t_clear = _wait(stack, lambda: len(events) > n, 60.0)
+    _chunk_after(stack, rec, t_clear)
+    return t_fault, t_clear
+
+
+def fault_world_kill(stack, rec: Recorder) -> FaultResult:
+    """kill -9 of the world expert, then a restart (cleared: the new writer publishes)."""
+    t_fault, t_clear = _kill_and_restart(stack, rec, 'world', rec.descriptors)
     return rec.result('world_kill', t_fault, t_clear, time.monotonic()).judge()
 
 
 def fault_action_kill(stack, rec: Recorder) -> FaultResult:
-    """kill -9 of the action expert, then a restart."""
-    _serving(stack, rec)
-    t_fault = time.monotonic()
-    stack.kill_child('action')
-    stack.spin_for(1.0)
-    stack.start_child('action')
-    n = len(rec.raw)
-    t_clear = _wait(stack, lambda: len(rec.raw) > n, 60.0)               # the new expert ticks
-    _wait(stack, lambda: t_clear is not None and any(t >= t_clear and k > 1 for t, k in rec.forwarded[-50:]), 10.0)
+    """kill -9 of the action expert, then a restart (cleared: the new expert ticks)."""
+    t_fault, t_clear = _kill_and_restart(stack, rec, 'action', rec.raw)
     res = rec.result('action_kill', t_fault, t_clear, time.monotonic())
     res.stale = 0      # no action expert, no chunks: "stale" counts full chunks, which only it makes
     return res.judge()
@@ -154,7 +159,7 @@ def fault_camera_stall(stack, rec: Recorder, seconds: float = 1.0) -> FaultResul
     stack.spin_for(seconds)
     stack.robot.camera_paused = False
     t_clear = time.monotonic()
-    _wait(stack, lambda: any(t >= t_clear and k > 1 for t, k in rec.forwarded[-50:]), 10.0)
+    _chunk_after(stack, rec, t_clear)
     return rec.result('camera_stall', t_fault, t_clear, time.monotonic()).judge()
 
 
@@ -188,8 +193,7 @@ def fault_version_mismatch(stack, rec: Recorder) -> FaultResult:
         n = len(rec.descriptors)
         t_clear = _wait(stack, lambda: any(not v.endswith('-other') for _, v in rec.descriptors[n:]), 60.0)
         _reset_harness(stack)
-        _wait(stack, lambda: t_clear is not None and any(t >= t_clear and k > 1 for t, k in rec.forwarded[-50:]),
-              10.0)
+        _chunk_after(stack, rec, t_clear)
         return rec.result('version_mismatch', t_fault, t_clear, time.monotonic()).judge(needs_reset=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -223,7 +227,7 @@ def fault_frozen_frame(stack, rec: Recorder, seconds: float = 1.0) -> FaultResul
     stack.spin_for(seconds)
     stack.robot.camera_frozen = False
     t_clear = time.monotonic()
-    _wait(stack, lambda: any(t >= t_clear and k > 1 for t, k in rec.forwarded[-50:]), 10.0)
+    _chunk_after(stack, rec, t_clear)
     return rec.result('frozen_frame', t_fault, t_clear, time.monotonic()).judge()
 
 
@@ -234,7 +238,7 @@ def _clock_jump(stack, rec: Recorder, name: str, offset_s: float, seconds: float
     stack.spin_for(seconds)
     stack.robot.clock_offset_s = 0.0
     t_clear = time.monotonic()
-    _wait(stack, lambda: any(t >= t_clear and k > 1 for t, k in rec.forwarded[-50:]), 10.0)
+    _chunk_after(stack, rec, t_clear)
     return rec.result(name, t_fault, t_clear, time.monotonic()).judge()
 
 
