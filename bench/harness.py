@@ -90,6 +90,7 @@ def bench_safety_stop(trials=20):
     os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
     rclpy.init()
     node = HarnessNode(parameter_overrides=[Parameter('planner.use_llm', value=False),
+                                            Parameter('safety.chunk_hold_s', value=60.0),
                                             Parameter('safety.chunk_timeout_s', value=60.0)])
     probe = rclpy.create_node('bench_probe')
     holds = []

@@ -102,6 +102,7 @@ class ActionExpertNode(LifecycleNode):
         self._timer = self.create_timer(self.cfg.control.period_s, self._tick, callback_group=self._tick_group)
         self._diag_timer = self.create_timer(1.0, self._diagnostics_due)
         self.ready = True
+        self._diag_due = True       # report at the first tick: after a restart the harness waits on it
         self.get_logger().info(f'ready: warm-up {self.cfg.runtime.warmup_requests} passes in '
                                f'{(time.perf_counter() - t0) * 1e3:.0f} ms; ticking every {self.cfg.control.period_s * 1e3:.1f} ms')
         return super().on_activate(state)

@@ -65,6 +65,7 @@ class HarnessNode(Node):
         scfg = SafetyConfig(
             required_nodes=list(self.declare_parameter('safety.required_nodes', sdef.required_nodes).value),
             silence_timeout_s=self.declare_parameter('safety.silence_timeout_s', sdef.silence_timeout_s).value,
+            chunk_hold_s=self.declare_parameter('safety.chunk_hold_s', sdef.chunk_hold_s).value,
             chunk_timeout_s=self.declare_parameter('safety.chunk_timeout_s', sdef.chunk_timeout_s).value,
             holdoff_s=self.declare_parameter('safety.holdoff_s', sdef.holdoff_s).value)
         self.gate = ClampGate(self.joint_names, limits_from_dict(self.joint_names, limits), self.period_s)
@@ -117,8 +118,8 @@ class HarnessNode(Node):
 
     def _on_goal(self, goal) -> GoalResponse:
         text = goal.instruction
-        if self._busy:
-            self.get_logger().warning('rejected goal: a task is already running')
+        if self._busy:           # counted, and logged at most once a second: a flood must not cost the gate
+            self._reject_input('instruction_busy', ValueError('a task is already running'))
             return GoalResponse.REJECT
         if not text.strip() or len(text) > MAX_INSTRUCTION:
             self._reject_input('instruction', ValueError(f'empty or longer than {MAX_INSTRUCTION} characters'))
@@ -295,7 +296,12 @@ class HarnessNode(Node):
     # safety -----------------------------------------------------------------------
     def _watchdog(self) -> None:
         t0 = time.perf_counter()
-        self.monitor.evaluate(time.monotonic())
+        now = time.monotonic()
+        if self.monitor.gap_hold_due(now):      # the action expert went quiet: hold before the stop
+            self._hold()
+            self.get_logger().warning(f'holding: no action chunk for {(now - self.monitor.last_chunk) * 1e3:.0f} ms',
+                                      throttle_duration_sec=1.0)
+        self.monitor.evaluate(now)
         self._sync_stop(t0)
 
     def _sync_stop(self, t0: float) -> None:
@@ -331,6 +337,7 @@ class HarnessNode(Node):
         message = f'safety stop: {self.monitor.reason}' if stopped else 'forwarding clamped chunks'
         c = self.clamp_ms.summary()
         values = [('safety stopped', stopped), ('safety stops', self.monitor.stops),
+                  ('holds on chunk gaps', self.monitor.gap_holds),
                   ('forwarded chunks', self.forwarded), ('clamped points', self.gate.clamped_points),
                   ('rejected chunks', sum(self.gate.rejected.values())),
                   ('refused while stopped', self.refused_while_stopped),

@@ -29,7 +29,8 @@ def rig():
     os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
     rclpy.init()
     node = HarnessNode(parameter_overrides=[
-        Parameter('safety.chunk_timeout_s', value=0.6), Parameter('safety.holdoff_s', value=60.0),
+        Parameter('safety.chunk_hold_s', value=0.6), Parameter('safety.chunk_timeout_s', value=0.6),
+        Parameter('safety.holdoff_s', value=60.0),
         Parameter('safety.silence_timeout_s', value=30.0)])
     probe = rclpy.create_node('probe')
     r = type('Rig', (), {})()

@@ -4,16 +4,20 @@
 
 For each fault a recorder on /arm_controller/joint_trajectory (what the robot receives)
 measures:
-- hold_ms: fault -> the first hold (a one-point trajectory) or safety stop the robot gets;
+- hold_ms: fault -> the robot holding (a one-point trajectory after which no full chunk
+  comes until the fault clears) or stopped, whichever is first;
 - unsafe: forwarded points that break a joint limit (must be 0);
-- stale: full chunks forwarded from TTL + one control period after the fault until it
-  cleared, i.e. actions computed from a representation older than the TTL (must be 0);
+- stale: full chunks forwarded around the fault (from 0.5 s before it to the end of the
+  drill) with no representation of the accepted model version observed within TTL + one
+  control period before the chunk's stamp, i.e. actions from a stale, missing or
+  wrong-version representation (must be 0);
 - recovery_s: the fault cleared -> the next full chunk forwarded (target <= 2 s);
 - leaked segments and processes once the stack is shut down (checked by the caller).
 """
 from __future__ import annotations
 
 import argparse
+import bisect
 import glob
 import json
 import os
@@ -54,7 +58,7 @@ class FaultResult:
 class Recorder:
     """What the robot receives, with arrival times (monotonic s), checked against the limits."""
 
-    def __init__(self, stack):
+    def __init__(self, stack, accepted_version: str, max_age_s: float):
         from std_msgs.msg import Bool
         from rclpy.qos import DurabilityPolicy, QoSProfile
         from trajectory_msgs.msg import JointTrajectory
@@ -67,19 +71,30 @@ class Recorder:
         self.lower = np.array([lim[n].lower for n in self.names])
         self.upper = np.array([lim[n].upper for n in self.names])
         self.vmax = np.array([lim[n].velocity for n in self.names])
-        self.forwarded: List[tuple] = []      # (t, points)
+        self.accepted_version, self.max_age_ns = accepted_version, int(max_age_s * 1e9)
+        self.forwarded: List[tuple] = []      # (t, points, header stamp ns)
         self.raw: List[float] = []            # raw chunk arrival times (full chunks)
         self.descriptors: List[tuple] = []    # (t, model_version)
+        self.fresh_obs_ns: List[int] = []     # observation stamps of accepted-version representations
         self.stops: List[tuple] = []          # (t, stopped)
         self.unsafe = 0
         node = stack.monitor
         node.create_subscription(JointTrajectory, '/arm_controller/joint_trajectory', self._on_forwarded, 100)
         node.create_subscription(JointTrajectory, '/action_expert/raw_chunk',
                                  lambda m: len(m.points) > 1 and self.raw.append(time.monotonic()), 100)
-        node.create_subscription(RepresentationDescriptor, '/world_expert/representation',
-                                 lambda m: self.descriptors.append((time.monotonic(), m.model_version)), 100)
+        node.create_subscription(RepresentationDescriptor, '/world_expert/representation', self._on_descriptor, 100)
         node.create_subscription(Bool, '/safety/stop', lambda m: self.stops.append((time.monotonic(), m.data)),
                                  QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+
+    def _on_descriptor(self, msg) -> None:
+        self.descriptors.append((time.monotonic(), msg.model_version))
+        if msg.model_version == self.accepted_version:
+            bisect.insort(self.fresh_obs_ns, msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec)
+
+    def stale(self, stamp_ns: int) -> bool:
+        """No accepted-version observation within max_age before the chunk's stamp (the tick)."""
+        i = bisect.bisect_right(self.fresh_obs_ns, stamp_ns)
+        return i == 0 or stamp_ns - self.fresh_obs_ns[i - 1] > self.max_age_ns
 
     def _on_forwarded(self, msg) -> None:
         t = time.monotonic()
@@ -89,21 +104,35 @@ class Recorder:
                or np.any(p < self.lower - 1e-6) or np.any(p > self.upper + 1e-6)
                or (len(p) > 1 and np.any(np.abs(np.diff(p, axis=0)) > self.vmax * np.diff(times)[:, None] + 1e-6)))
         self.unsafe += int(bad)
-        self.forwarded.append((t, len(msg.points)))
+        self.forwarded.append((t, len(msg.points), msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec))
+
+    def stopped_at(self, t: float) -> bool:
+        before = [s for ts, s in self.stops if ts <= t]
+        return bool(before and before[-1])
 
     def result(self, name: str, t_fault: float, t_clear: Optional[float], t_end: float) -> FaultResult:
-        holds = [t for t, n in self.forwarded if t >= t_fault and n == 1]
+        # The robot holds from the first hold after the last full chunk it got before the
+        # fault cleared (a degraded tick's lone hold in between is not "holding").
+        until = t_clear if t_clear is not None else t_end
+        last_full = max([t for t, n, _ in self.forwarded if t_fault <= t < until and n > 1], default=t_fault)
+        holds = [t for t, n, _ in self.forwarded if t >= last_full and n == 1]
         stops = [t for t, s in self.stops if t >= t_fault and s]
         first = min(holds[:1] + stops[:1]) if (holds or stops) else None
-        until = t_clear if t_clear is not None else t_end
-        stale = sum(1 for t, n in self.forwarded if t_fault + HOLD_TARGET_MS / 1e3 < t < until and n > 1)
-        after = [t for t, n in self.forwarded if t_clear is not None and t >= t_clear and n > 1]
-        timeline = [[round(t - t_fault, 4), 0 if n == 1 else 1] for t, n in self.forwarded
+        notes = ''
+        if self.stopped_at(t_fault):       # e.g. a restart outlived the silence timeout
+            first, notes = t_fault, 'the robot was already safety-stopped when the fault began'
+        cleared = [t for t, s in self.stops if not s and t_clear is not None and t >= t_clear]
+        if cleared:
+            notes += f'{"; " if notes else ""}safety stop cleared {cleared[0] - t_clear:.2f} s after the fault cleared'
+        stale = sum(1 for t, n, stamp in self.forwarded
+                    if t_fault - 0.5 <= t <= t_end and n > 1 and self.stale(stamp))
+        after = [t for t, n, _ in self.forwarded if t_clear is not None and t >= t_clear and n > 1]
+        timeline = [[round(t - t_fault, 4), 0 if n == 1 else 1] for t, n, _ in self.forwarded
                     if t_fault - 0.5 <= t <= t_end]
         timeline += [[round(t - t_fault, 4), 2] for t, s in self.stops if s and t_fault - 0.5 <= t <= t_end]
         unsafe, self.unsafe = self.unsafe, 0
         return FaultResult(name, None if first is None else (first - t_fault) * 1e3, unsafe, stale,
-                           None if not after else after[0] - t_clear, timeline=sorted(timeline))
+                           None if not after else after[0] - t_clear, notes=notes, timeline=sorted(timeline))
 
 
 def _wait(stack, cond: Callable[[], bool], timeout: float) -> Optional[float]:
@@ -113,14 +142,14 @@ def _wait(stack, cond: Callable[[], bool], timeout: float) -> Optional[float]:
 
 def _serving(stack, rec: Recorder, timeout: float = 30.0) -> None:
     n = len(rec.forwarded)
-    ok = _wait(stack, lambda: sum(1 for _, k in rec.forwarded[n:] if k > 1) > 25, timeout)
+    ok = _wait(stack, lambda: sum(1 for _, k, _ in rec.forwarded[n:] if k > 1) > 25, timeout)
     if ok is None:
         raise RuntimeError('the stack is not forwarding chunks before the fault')
 
 
 def _chunk_after(stack, rec: Recorder, t_clear: Optional[float], timeout: float = 10.0) -> None:
     """Spin until the robot gets a full chunk again after the fault cleared."""
-    _wait(stack, lambda: t_clear is not None and any(t >= t_clear and k > 1 for t, k in rec.forwarded[-50:]),
+    _wait(stack, lambda: t_clear is not None and any(t >= t_clear and k > 1 for t, k, _ in rec.forwarded[-50:]),
           timeout)
 
 
@@ -128,8 +157,9 @@ def _kill_and_restart(stack, rec: Recorder, role: str, events: List) -> tuple:
     """kill -9 one node, restart it after 1 s; the fault clears at its first new output in ``events``."""
     _serving(stack, rec)
     t_fault = time.monotonic()
-    stack.kill_child(role)
+    dead = stack.kill_child(role, reap=False)     # keep spinning: the recorder times the robot's view
     stack.spin_for(1.0)
+    dead.wait(timeout=10)
     stack.start_child(role)
     n = len(events)
     t_clear = _wait(stack, lambda: len(events) > n, 60.0)
@@ -146,9 +176,7 @@ def fault_world_kill(stack, rec: Recorder) -> FaultResult:
 def fault_action_kill(stack, rec: Recorder) -> FaultResult:
     """kill -9 of the action expert, then a restart (cleared: the new expert ticks)."""
     t_fault, t_clear = _kill_and_restart(stack, rec, 'action', rec.raw)
-    res = rec.result('action_kill', t_fault, t_clear, time.monotonic())
-    res.stale = 0      # no action expert, no chunks: "stale" counts full chunks, which only it makes
-    return res.judge()
+    return rec.result('action_kill', t_fault, t_clear, time.monotonic()).judge()
 
 
 def fault_camera_stall(stack, rec: Recorder, seconds: float = 1.0) -> FaultResult:
@@ -253,23 +281,30 @@ def fault_clock_past(stack, rec: Recorder) -> FaultResult:
 
 
 def _no_interruption(stack, rec: Recorder, name: str, action: Callable[[], Optional[float]],
-                     within_s: float) -> FaultResult:
+                     within_s: float, window_s: float = 2.0) -> FaultResult:
     """Faults away from the control path (planner, instruction input): the robot must not
     notice. hold_ms is 0 when nothing interrupted the chunks; recovery_s is how long the
-    task path took to answer (a fallback plan, a drained flood)."""
+    task path took to answer (a fallback plan, a drained flood). "Not noticing" is judged
+    against the same stack just before the fault: the full-chunk rate over at least
+    ``window_s`` must stay within 25 % of the rate over the ``window_s`` before it."""
     _serving(stack, rec)
+    stack.spin_for(max(0.0, window_s - 0.5))      # a full baseline window of serving
     t_fault = time.monotonic()
     answered = action()
+    stack.spin_for(max(0.0, t_fault + window_s - time.monotonic()))
     t_end = time.monotonic()
     res = rec.result(name, t_fault, t_fault, t_end)
-    chunks = sum(1 for t, k in rec.forwarded if t_fault <= t <= t_end and k > 1)
-    rate = chunks / max(t_end - t_fault, 1e-9)
+
+    def rate(t0: float, t1: float) -> float:
+        return sum(1 for t, k, _ in rec.forwarded if t0 <= t <= t1 and k > 1) / max(t1 - t0, 1e-9)
+    during, before = rate(t_fault, t_end), rate(t_fault - window_s, t_fault)
     stops = [t for t, v in rec.stops if t_fault <= t <= t_end and v]
     res.hold_ms = 0.0
     res.recovery_s = None if answered is None else answered - t_fault
-    res.notes = f'{rate:.1f} chunks/s forwarded during the fault, {len(stops)} safety stops'
-    res.ok = (res.unsafe == 0 and not stops and rate >= 40.0 and res.recovery_s is not None
-              and res.recovery_s <= within_s)
+    res.notes = (f'{during:.1f} full chunks/s forwarded during the fault against {before:.1f} before it, '
+                 f'{len(stops)} safety stops')
+    res.ok = (res.unsafe == 0 and res.stale == 0 and not stops and during >= 0.75 * before
+              and res.recovery_s is not None and res.recovery_s <= within_s)
     return res
 
 
@@ -364,24 +399,35 @@ class FakeLLMServer:
         self.httpd.server_close()
 
 
+def accepted_version_and_max_age() -> tuple:
+    """The world-model version the action expert accepts, and TTL + one control period (s)."""
+    from wam_core.config import load_stack_config, resolve_path
+    from wam_core.manifest import read_manifest
+    cfg = load_stack_config(CONFIG)
+    return (read_manifest(resolve_path(cfg.experts.world.model_dir)).version,
+            cfg.repr_cache.ttl_ms / 1e3 + cfg.control.period_s)
+
+
 def shm_segments() -> List[str]:
-    return sorted(glob.glob('/dev/shm/wam*'))
+    """Our representation cache's segments and any Fast DDS transport segment."""
+    return sorted(glob.glob('/dev/shm/wam*') + glob.glob('/dev/shm/fastdds_*'))
 
 
-def run(faults: List[str], seed: int = 5000, progress: bool = True) -> Dict[str, object]:
+def run(faults: List[str], seed: int = 5000, progress: bool = True, shm_name: str = '') -> Dict[str, object]:
     import psutil
 
     from .stack import Stack
     before = set(shm_segments())
     llm = FakeLLMServer()
-    stack = Stack('multi', CONFIG, robot='sim', seed=seed, extra_args=['-p', f'planner.llm_url:={llm.url}'])
+    extra = ['-p', f'planner.llm_url:={llm.url}'] + (['-p', f'repr_cache.shm_name:={shm_name}'] if shm_name else [])
+    stack = Stack('multi', CONFIG, robot='sim', seed=seed, extra_args=extra)
     stack.llm_server = llm
     results: List[FaultResult] = []
     pids = set()
     try:
         stack.wait_ready(120)
         stack.spin_for(3.0, until=lambda: stack.monitor.forwarded > 0 and not stack.monitor.safety_stop)
-        rec = Recorder(stack)
+        rec = Recorder(stack, *accepted_version_and_max_age())
         for name in faults:
             r = FAULTS[name](stack, rec)
             results.append(r)

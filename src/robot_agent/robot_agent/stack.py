@@ -177,13 +177,16 @@ class Stack:
         self.procs.append(p)
         return p
 
-    def kill_child(self, role: str, sig: int = signal.SIGKILL) -> int:
-        """Signal one node process (fault injection) and reap it; returns its pid."""
+    def kill_child(self, role: str, sig: int = signal.SIGKILL, reap: bool = True) -> subprocess.Popen:
+        """Signal one node process (fault injection). With ``reap`` it waits for the exit,
+        which for a process holding torch takes tens of ms; a caller measuring the robot's
+        reaction keeps spinning instead and waits on the returned process later."""
         p = self.children.pop(role)
         self.procs.remove(p)
         p.send_signal(sig)
-        p.wait(timeout=10)
-        return p.pid
+        if reap:
+            p.wait(timeout=10)
+        return p
 
     def spin_for(self, seconds: float, on_status=None, status_every: float = 1.0, until=None) -> None:
         end = time.monotonic() + seconds

@@ -85,3 +85,19 @@ def test_startup_clears_after_holdoff_without_counting_a_stop():
         _ok(m, t)
         m.evaluate(t)
     assert not m.stopped and m.stops == 0
+
+
+def test_chunk_gap_holds_once_then_stops_if_it_persists():
+    m = SafetyMonitor(SafetyConfig(required_nodes=['world_expert', 'action_expert'], chunk_hold_s=0.045,
+                                   chunk_timeout_s=0.1, holdoff_s=0.5), 0.0)
+    _ok(m, 0.0)
+    assert m.reset(0.0)[0]
+    assert not m.gap_hold_due(0.04)                    # within one missed tick: nothing
+    assert m.gap_hold_due(0.05) and m.gap_holds == 1   # the gap: one hold at once
+    assert not m.gap_hold_due(0.06) and not m.stopped  # only once per gap, not yet a stop
+    m.on_chunk(0.07)                                   # chunks resume: no stop, no hold-off
+    assert not m.evaluate(0.08) and not m.stopped
+    assert not m.gap_hold_due(0.1)
+    assert m.gap_hold_due(0.12) and m.gap_holds == 2   # a new gap holds again
+    assert m.evaluate(0.18) and m.stopped and 'no action chunk' in m.reason
+    assert not m.gap_hold_due(0.3)                     # stopped: the stop already held the robot

@@ -68,7 +68,7 @@ def test_a_repeated_frame_while_the_arm_moves_is_a_frozen_camera(experts):
     f = _frame(SyntheticScene(128), 1)
     enc.joint_positions = np.zeros(7)
     enc.process('rgb8', 128, 128, 384, f, time.time_ns())
-    enc.joint_positions = np.full(7, 0.005)                  # within the tolerance: a static scene
+    enc.joint_positions = np.full(7, 0.002)                  # within the tolerance: a static scene
     assert enc.process('rgb8', 128, 128, 384, f, time.time_ns()).cache_hit
     enc.joint_positions = np.full(7, 0.05)                   # the arm moved, the picture did not
     with pytest.raises(ImageError, match='frozen'):

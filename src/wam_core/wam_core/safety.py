@@ -5,7 +5,9 @@ deterministically; the harness node feeds it /diagnostics, raw chunks and a watc
 timer, and acts on its decisions (latch /safety/stop, send a hold, refuse chunks).
 
 Starts stopped, until every required node has been OK for the hold-off.
-Stops on: an ERROR or STALE status from a required node; a required node silent for
+A gap in the raw chunks longer than ``chunk_hold_s`` asks for one hold at once (the
+robot stops following a chunk nobody renews); the stop comes only if the gap reaches
+``chunk_timeout_s``. Stops on: an ERROR or STALE status from a required node; a required node silent for
 longer than ``silence_timeout_s``; no raw chunk for ``chunk_timeout_s`` (once chunks
 have started); a world-expert model version other than the one the action expert
 accepts. Clears after everything is OK for ``holdoff_s``, or by ``reset`` when
@@ -24,8 +26,9 @@ LEVEL_NAMES = {OK: 'OK', WARN: 'WARN', ERROR: 'ERROR', STALE: 'STALE'}
 class SafetyConfig:
     required_nodes: List[str] = field(default_factory=lambda: ['world_expert', 'action_expert'])
     silence_timeout_s: float = 3.0      # diagnostics come at 1 Hz
+    chunk_hold_s: float = 0.045         # a missed tick and a late one: hold within TTL + one period
     chunk_timeout_s: float = 0.1        # five control periods without a raw chunk
-    holdoff_s: float = 2.0
+    holdoff_s: float = 0.5              # debounce: long enough to ride out one flapping status
 
 
 def node_of(status_name: str) -> str:
@@ -40,6 +43,8 @@ class SafetyMonitor:
         self.last_seen: Dict[str, float] = {}
         self.started = now
         self.last_chunk: Optional[float] = None
+        self._gap_held: Optional[float] = None     # last_chunk of the gap already held
+        self.gap_holds = 0
         self.world_version = ''
         self.accepted_version = ''
         # Start stopped: nothing moves until every required node has reported OK for
@@ -67,6 +72,16 @@ class SafetyMonitor:
         self.last_chunk = now
 
     # decisions ---------------------------------------------------------------
+    def gap_hold_due(self, now: float) -> bool:
+        """True once per gap in the raw chunks longer than ``chunk_hold_s`` while running."""
+        if self.stopped or self.last_chunk is None or self._gap_held == self.last_chunk:
+            return False
+        if now - self.last_chunk <= self.cfg.chunk_hold_s:
+            return False
+        self._gap_held = self.last_chunk
+        self.gap_holds += 1
+        return True
+
     def problems(self, now: float) -> List[str]:
         out = []
         for node in self.cfg.required_nodes:

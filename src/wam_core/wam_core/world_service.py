@@ -34,7 +34,7 @@ class FrameEncoder:
     """Camera frame -> cached representation. A repeated identical frame is a hit."""
 
     def __init__(self, expert, cache, timeout_ms: float = 40.0, max_age_ms: float = math.inf,
-                 max_future_ms: float = 100.0, frozen_motion: float = 0.01, clock=now_ns):
+                 max_future_ms: float = 100.0, frozen_motion: float = 0.003, clock=now_ns):
         self.expert = expert
         self.cache = cache
         self.timeout_ms = timeout_ms

@@ -92,6 +92,7 @@ class WorldExpertNode(LifecycleNode):
         self._worker = threading.Thread(target=self._encode_loop, name='world_encoder', daemon=True)
         self._worker.start()
         self.ready = True
+        self.diagnostics.publish()      # report now: after a restart the harness waits on it
         self.get_logger().info(f'ready: warm-up {self.cfg.runtime.warmup_requests} encodes, {mean_s * 1e3:.2f} ms each')
         return super().on_activate(state)
 
