@@ -87,18 +87,28 @@ def plot_faults(timeline: dict, out_dir: str) -> List[str]:
     faults = [f for f in timeline.get('faults', []) if f.get('timeline')]
     if not faults:
         return []
-    fig, axes = plt.subplots(len(faults), 1, figsize=(8, 1.1 * len(faults) + 1), sharex=True, squeeze=False)
+    fig, axes = plt.subplots(len(faults), 1, figsize=(8, 1.2 * len(faults) + 1), squeeze=False)
     for ax, f in zip(axes[:, 0], faults):
         pts = f['timeline']
         for kind, color, label in ((1, 'tab:green', 'chunk'), (0, 'tab:orange', 'hold'), (2, 'tab:red', 'stop')):
             xs = [t for t, k in pts if k == kind]
             ax.scatter(xs, [kind] * len(xs), s=4, c=color, label=label)
         ax.axvline(0.0, color='k', lw=1)
+        clear = f.get('clear_s')
+        if clear:       # a kill's restart takes seconds: each row spans its own fault
+            ax.axvline(clear, color='tab:blue', lw=1, ls='--', label='cleared')
+        ax.set_xlim(-0.5, max(2.5, (clear or 0.0) + 1.5, max((t for t, _ in pts), default=0.0) + 0.1))
+        ax.set_ylim(-0.5, 2.5)
         ax.set_yticks([])
         ax.set_ylabel(f['fault'], rotation=0, ha='right', va='center', fontsize=8)
-        ax.set_xlim(-0.5, 4.0)
-    axes[0, 0].legend(loc='upper right', fontsize=7, ncol=3)
-    axes[-1, 0].set_xlabel('seconds from the fault (what the robot received)')
+        ax.tick_params(labelsize=7)
+        hold = f.get('hold_ms')
+        rec = f.get('recovery_s')
+        ax.set_title(f"hold {'-' if hold is None else f'{hold:.0f} ms'}, recovery "
+                     f"{'-' if rec is None else f'{rec:.2f} s'}" + (f"; {f['notes']}" if f.get('notes') else ''),
+                     fontsize=7, loc='left')
+    axes[0, 0].legend(loc='upper right', fontsize=7, ncol=4)
+    axes[-1, 0].set_xlabel('seconds from the fault (what the robot received; dashed: the fault cleared)')
     fig.suptitle('fault timelines')
     fig.tight_layout()
     path = os.path.join(out_dir, 'fault_timelines.png')

@@ -46,6 +46,7 @@ class FaultResult:
     recovery_s: Optional[float]
     ok: bool = False
     notes: str = ''
+    clear_s: Optional[float] = None      # when the fault cleared, seconds after it began
     timeline: List[List[float]] = field(default_factory=list)   # [t - t_fault, 0 hold | 1 chunk | 2 stop]
 
     def judge(self, needs_reset: bool = False) -> 'FaultResult':
@@ -132,7 +133,8 @@ class Recorder:
         timeline += [[round(t - t_fault, 4), 2] for t, s in self.stops if s and t_fault - 0.5 <= t <= t_end]
         unsafe, self.unsafe = self.unsafe, 0
         return FaultResult(name, None if first is None else (first - t_fault) * 1e3, unsafe, stale,
-                           None if not after else after[0] - t_clear, notes=notes, timeline=sorted(timeline))
+                           None if not after else after[0] - t_clear, notes=notes,
+                           clear_s=None if t_clear is None else t_clear - t_fault, timeline=sorted(timeline))
 
 
 def _wait(stack, cond: Callable[[], bool], timeout: float) -> Optional[float]:

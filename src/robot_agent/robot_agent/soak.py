@@ -4,9 +4,9 @@
 
 Episodes run back to back (a new seeded scene and an ExecuteTask goal every
 ``--episode-s``). Every few seconds it samples the RSS and open file descriptors of
-every stack process and the shared-memory segments; the action expert's tick p99 is
-read from /diagnostics at the end of the first and of the last minute (its window
-holds the last ~minute of ticks). Reports growth from the end of the first minute
+every stack process and the shared-memory segments (ours and Fast DDS's); the action
+expert's tick p99 is read from /diagnostics at the end of the first and of the last
+minute (its window holds the last ~minute of ticks). Reports growth from the end of the first minute
 (after warm-up allocations) to the end.
 """
 from __future__ import annotations
@@ -24,18 +24,25 @@ RSS_GROWTH_TARGET_PCT = 5.0
 P99_DRIFT_TARGET = 1.2
 
 
-def sample(pids: List[int]) -> Dict[str, float]:
+def sample(procs: Dict[str, int]) -> Dict[str, object]:
+    """RSS (MB) per process and in total, open file descriptors, our and Fast DDS's segments."""
     import psutil
-    rss, fds = 0, 0
-    for pid in pids:
+    rss, fds = {}, 0
+    for name, pid in procs.items():
         try:
             p = psutil.Process(pid)
-            rss += p.memory_info().rss
+            rss[name] = p.memory_info().rss / 2**20
             fds += p.num_fds()
         except psutil.Error:
-            pass
-    return {'t': time.monotonic(), 'rss_mb': rss / 2**20, 'fds': fds,
-            'segments': len(glob.glob('/dev/shm/wam*'))}
+            rss[name] = float('nan')
+    return {'t': time.monotonic(), 'rss_mb': sum(rss.values()), 'rss_by_process_mb': rss, 'fds': fds,
+            'segments': len(glob.glob('/dev/shm/wam*') + glob.glob('/dev/shm/fastdds_*'))}
+
+
+def _safety(stack) -> Dict[str, float]:
+    from .stack import _f
+    gate = stack.monitor.find(': safety gate')
+    return {'safety_stops': _f(gate, 'safety stops'), 'gap_holds': _f(gate, 'holds on chunk gaps')}
 
 
 def run(minutes: float, episode_s: float = 15.0, progress: bool = True) -> Dict[str, object]:
@@ -49,7 +56,7 @@ def run(minutes: float, episode_s: float = 15.0, progress: bool = True) -> Dict[
     episodes = successes = 0
     try:
         stack.wait_ready(120)
-        pids = [os.getpid()] + [p.pid for p in stack.procs]
+        pids = dict({'robot+monitor': os.getpid()}, **{role: p.pid for role, p in stack.children.items()})
         client = ActionClient(stack.monitor, ExecuteTask, '/harness/execute_task')
         client.wait_for_server(timeout_sec=10.0)
         t0 = time.monotonic()
@@ -69,14 +76,14 @@ def run(minutes: float, episode_s: float = 15.0, progress: bool = True) -> Dict[
                 stack.spin_for(min(5.0, ep_end - time.monotonic()))
                 samples.append(sample(pids))
                 if first_minute is None and time.monotonic() - t0 >= 60.0:
-                    first_minute = dict(stack.stats(), **samples[-1])
+                    first_minute = dict(stack.stats(), **_safety(stack), **samples[-1])
                 if progress:
                     s = samples[-1]
                     print(f'\rsoak {time.monotonic() - t0:6.0f}/{minutes * 60:.0f} s | episodes {episodes} '
                           f'| RSS {s["rss_mb"]:.0f} MB | fds {s["fds"]} | segments {s["segments"]}',
                           end='', file=sys.stderr, flush=True)
         stack.spin_for(1.2)
-        last = dict(stack.stats(), **sample(pids))
+        last = dict(stack.stats(), **_safety(stack), **sample(pids))
     finally:
         stack.shutdown()
     if progress:
@@ -88,7 +95,10 @@ def run(minutes: float, episode_s: float = 15.0, progress: bool = True) -> Dict[
            'rss_growth_pct': round(growth, 2), 'fds_start': first['fds'], 'fds_end': last['fds'],
            'segments_start': first['segments'], 'segments_end': last['segments'],
            'tick_p99_first_ms': first.get('tick_p99'), 'tick_p99_last_ms': last.get('tick_p99'),
+           'rss_by_process_mb_start': {k: round(v, 1) for k, v in first['rss_by_process_mb'].items()},
+           'rss_by_process_mb_end': {k: round(v, 1) for k, v in last['rss_by_process_mb'].items()},
            'degraded_ticks': last.get('degraded_ticks'), 'ticks': last.get('ticks'),
+           'safety_stops': last.get('safety_stops'), 'gap_holds': last.get('gap_holds'),
            'rss_series_mb': [round(s['rss_mb'], 1) for s in samples]}
     p1, p2 = out['tick_p99_first_ms'], out['tick_p99_last_ms']
     out['ok'] = bool(growth < RSS_GROWTH_TARGET_PCT and last['fds'] <= first['fds'] + 2
@@ -110,8 +120,9 @@ def main(argv=None) -> int:
     update_report_part('reliability', 'soak', {k: v for k, v in out.items() if k != 'rss_series_mb'})
     for k in ('minutes', 'episodes', 'successes', 'rss_mb_start', 'rss_mb_end', 'rss_growth_pct', 'fds_start',
               'fds_end', 'segments_start', 'segments_end', 'tick_p99_first_ms', 'tick_p99_last_ms',
-              'degraded_ticks', 'ticks'):
-        print(f'{k:22}{out[k]}')
+              'rss_by_process_mb_start', 'rss_by_process_mb_end', 'degraded_ticks', 'ticks', 'safety_stops',
+              'gap_holds'):
+        print(f'{k:26}{out[k]}')
     print('no growth, no drift' if out['ok'] else 'GROWTH OR DRIFT: see above')
     return 0 if out['ok'] else 1
 
