@@ -35,7 +35,7 @@ from wam_core.joint_state import JointStateError, JointStateMapper
 from wam_core.latency import LatencyWindow, RateMeter
 from wam_core.limits import ChunkRejected, ClampGate, CommandTracker, default_limits, limits_from_dict
 from wam_core.plan import MAX_INSTRUCTION, PlanError
-from wam_core.planner_llm import FallbackPlanner, LLMPlanner
+from wam_core.planner_llm import CircuitBreaker, FallbackPlanner, LLMPlanner
 from wam_core.planner_rules import RulePlanner
 from wam_core.safety import SafetyConfig, SafetyMonitor
 from wam_util.diagnostics import NodeDiagnostics
@@ -100,10 +100,11 @@ class HarnessNode(Node):
         model = self.declare_parameter('planner.llm_model', 'default').value
         timeout = self.declare_parameter('planner.timeout_s', 2.0).value
         schema_mode = self.declare_parameter('planner.schema_mode', 'json_schema').value
+        cooldown = self.declare_parameter('planner.breaker_cooldown_s', 30.0).value
         self.subtask_s = self.declare_parameter('task.subtask_duration_s', 2.0).value
         redis_url = self.declare_parameter('embedding.redis_url', '').value
-        llm = (LLMPlanner(url, model, timeout_s=timeout, deadline_s=2 * timeout, schema_mode=schema_mode)
-               if use_llm else None)
+        llm = (LLMPlanner(url, model, timeout_s=timeout, deadline_s=2 * timeout, schema_mode=schema_mode,
+                          breaker=CircuitBreaker(cooldown_s=cooldown)) if use_llm else None)
         self.planner = FallbackPlanner(llm, RulePlanner(), logger=lambda m: self.get_logger().warning(m))
         from wam_core.embedding import SubtaskEmbedder
         self.embedder = SubtaskEmbedder(redis_url=redis_url)

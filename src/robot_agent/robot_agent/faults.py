@@ -329,12 +329,32 @@ def _goal(stack, instruction: str, timeout: float) -> Optional[float]:
     return planned[0] if planned else None
 
 
+LLM_BREAKER_COOLDOWN_S = 2.0       # the drill's circuit-breaker cool-down (30 s by default)
+LLM_FALLBACK_REASON = {'down': 'http_5xx', 'slow': 'timeout', 'garbage': 'invalid_json'}
+
+
+def _llm_fallbacks(stack) -> Dict[str, float]:
+    from .stack import diagnostic_value
+    gate = stack.monitor.find(': safety gate')
+    counts = {reason: diagnostic_value(gate, f'llm fallback: {reason}') for reason in LLM_FALLBACK_REASON.values()}
+    return {k: 0.0 if v != v else v for k, v in counts.items()}        # NaN: not counted yet
+
+
 def _llm_fault(mode: str) -> Callable:
     def fault(stack, rec: Recorder) -> FaultResult:
+        # each mode must reach the server: wait out a breaker opened by the previous mode
+        stack.spin_for(LLM_BREAKER_COOLDOWN_S + 0.5)
         stack.llm_server.mode = mode
+        reason = LLM_FALLBACK_REASON[mode]
+        before = _llm_fallbacks(stack)[reason]
         # timeout 2 s x (1 + 2 retries) within a 4 s deadline, then the rules
-        return _no_interruption(stack, rec, f'llm_{mode}',
-                                lambda: _goal(stack, 'put the red apple in the fridge', 15.0), within_s=6.0)
+        res = _no_interruption(stack, rec, f'llm_{mode}',
+                               lambda: _goal(stack, 'put the red apple in the fridge', 15.0), within_s=6.0)
+        stack.spin_for(2.5)              # the harness publishes diagnostics at 1 Hz
+        seen = _llm_fallbacks(stack)[reason] - before
+        res.notes += f'; fallbacks for {reason}: +{seen:g}'
+        res.ok = res.ok and seen >= 1
+        return res
     fault.__doc__ = f'The LLM server is {mode}: plans fall back to the rules; control never notices.'
     return fault
 
@@ -365,7 +385,8 @@ FAULTS = {'world_kill': fault_world_kill, 'action_kill': fault_action_kill, 'cam
 
 class FakeLLMServer:
     """An OpenAI-compatible endpoint that misbehaves on demand: 'down' (connection refused
-    is simulated by a 503 without a body), 'slow' (answers after 10 s) or 'garbage'."""
+    is simulated by a 503 without a body), 'slow' (answers after 10 s) or 'garbage' (a
+    well-formed reply whose content is not JSON)."""
 
     def __init__(self):
         import http.server
@@ -382,7 +403,9 @@ class FakeLLMServer:
                     self.send_response(503)
                     self.end_headers()
                     return
-                body = b'\x00\xff{"choices": [{"message": {"content": "<<not json>>"' + os.urandom(64)
+                # a well-formed chat reply whose answer is not a plan (random bytes, hex)
+                body = json.dumps({'choices': [{'message': {'content': '<<not json>> ' + os.urandom(48).hex()}}]}
+                                  ).encode()
                 self.send_response(200)
                 self.send_header('Content-Type', 'application/json')
                 self.send_header('Content-Length', str(len(body)))
@@ -421,7 +444,8 @@ def run(faults: List[str], seed: int = 5000, progress: bool = True, shm_name: st
     from .stack import Stack
     before = set(shm_segments())
     llm = FakeLLMServer()
-    extra = ['-p', f'planner.llm_url:={llm.url}'] + (['-p', f'repr_cache.shm_name:={shm_name}'] if shm_name else [])
+    extra = ['-p', f'planner.llm_url:={llm.url}', '-p', f'planner.breaker_cooldown_s:={LLM_BREAKER_COOLDOWN_S}']
+    extra += ['-p', f'repr_cache.shm_name:={shm_name}'] if shm_name else []
     stack = Stack('multi', CONFIG, robot='sim', seed=seed, extra_args=extra)
     stack.llm_server = llm
     results: List[FaultResult] = []

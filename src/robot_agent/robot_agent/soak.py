@@ -40,9 +40,10 @@ def sample(procs: Dict[str, int]) -> Dict[str, object]:
 
 
 def _safety(stack) -> Dict[str, float]:
-    from .stack import _f
+    from .stack import diagnostic_value
     gate = stack.monitor.find(': safety gate')
-    return {'safety_stops': _f(gate, 'safety stops'), 'gap_holds': _f(gate, 'holds on chunk gaps')}
+    return {'safety_stops': diagnostic_value(gate, 'safety stops'),
+            'gap_holds': diagnostic_value(gate, 'holds on chunk gaps')}
 
 
 def run(minutes: float, episode_s: float = 15.0, progress: bool = True) -> Dict[str, object]:

@@ -93,7 +93,8 @@ def _die_with_parent() -> None:
     ctypes.CDLL('libc.so.6', use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _f(values: Dict[str, str], key: str) -> float:
+def diagnostic_value(values: Dict[str, str], key: str) -> float:
+    """A number from a diagnostic status's key/values; NaN when absent or not a number."""
     try:
         return float(values.get(key, 'nan'))
     except ValueError:
@@ -229,16 +230,17 @@ class Stack:
     def stats(self) -> Dict[str, float]:
         """Figures from the action expert's and world expert's /diagnostics."""
         a, w = self.monitor.find(': action expert'), self.monitor.find(': world expert')
+        v = diagnostic_value
         return {
-            'ticks': _f(a, 'ticks'), 'chunks': _f(a, 'chunks'), 'degraded_ticks': _f(a, 'degraded ticks'),
-            'cache_hit_rate': _f(a, 'cache hit rate'), 'tick_p50': _f(a, 'tick p50 ms'),
-            'tick_p99': _f(a, 'tick p99 ms'), 'tick_max': _f(a, 'tick max ms'),
-            'forward_p50': _f(a, 'forward p50 ms'), 'forward_p99': _f(a, 'forward p99 ms'),
-            'period_p50': _f(a, 'period p50 ms'), 'period_p99': _f(a, 'period p99 ms'),
-            'period_max': _f(a, 'period max ms'), 'frames': _f(w, 'frames'), 'world_calls': _f(w, 'world calls'),
-            'calls_per_frame': _f(w, 'world calls per distinct frame'), 'encode_p50': _f(w, 'encode p50 ms'),
-            'camera_hz': _f(w, 'camera rate Hz'), 'chunk_hz': _f(a, 'chunk rate Hz'),
-            'obs_to_action_p50': _f(a, 'obs_to_action p50 ms'), 'obs_to_action_p99': _f(a, 'obs_to_action p99 ms'),
+            'ticks': v(a, 'ticks'), 'chunks': v(a, 'chunks'), 'degraded_ticks': v(a, 'degraded ticks'),
+            'cache_hit_rate': v(a, 'cache hit rate'), 'tick_p50': v(a, 'tick p50 ms'),
+            'tick_p99': v(a, 'tick p99 ms'), 'tick_max': v(a, 'tick max ms'),
+            'forward_p50': v(a, 'forward p50 ms'), 'forward_p99': v(a, 'forward p99 ms'),
+            'period_p50': v(a, 'period p50 ms'), 'period_p99': v(a, 'period p99 ms'),
+            'period_max': v(a, 'period max ms'), 'frames': v(w, 'frames'), 'world_calls': v(w, 'world calls'),
+            'calls_per_frame': v(w, 'world calls per distinct frame'), 'encode_p50': v(w, 'encode p50 ms'),
+            'camera_hz': v(w, 'camera rate Hz'), 'chunk_hz': v(a, 'chunk rate Hz'),
+            'obs_to_action_p50': v(a, 'obs_to_action p50 ms'), 'obs_to_action_p99': v(a, 'obs_to_action p99 ms'),
         }
 
     def shutdown(self) -> None:
