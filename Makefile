@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 ENV := source scripts/env.sh
 DEMO_ARGS ?=
-.PHONY: setup demo demo-multi test test-llm bench data train eval faults soak clean
+.PHONY: setup demo demo-multi test test-llm bench data train dagger eval faults soak clean
 
 setup:
 	@bash scripts/setup.sh
@@ -27,6 +27,11 @@ data: setup                       ## record scripted demonstrations in the sim -
 
 train: setup                      ## behaviour cloning of both experts -> models/ (records the data first if missing)
 	@$(ENV) && { [ -f datasets/pick_place/manifest.json ] || python -m wam_core.dataset; } && python -m wam_core.train $(TRAIN_ARGS)
+
+dagger: setup                     ## one DAgger round on models/: on-policy episodes labelled by the expert, then fine-tune
+	@$(ENV) && rm -rf datasets/pick_place_dagger && python -m wam_core.dagger $(DAGGER_ARGS) && \
+	  python -m wam_core.train --init models --data datasets/pick_place,datasets/pick_place_dagger \
+	    --steps $(or $(DAGGER_STEPS),700) --lr 3e-4
 
 eval: setup                       ## success over 50 held-out episodes: ROS 2 stack / direct policy / unified baseline
 	@$(ENV) && python -m robot_agent.evaluate $(EVAL_ARGS) && python bench/render_report.py

@@ -96,3 +96,17 @@ def test_camera_is_rgb_128(sim):
     img = sim.render()
     assert img.shape == (128, 128, 3) and img.dtype == np.uint8 and img.std() > 10
     assert not sim.success()
+
+
+def test_camera_pixels_finds_the_red_apple_in_the_render():
+    from wam_core.sim import camera_pixels
+    for seed in (0, 7, 42):
+        sim = TabletopSim(seed)
+        img = sim.render().astype(int)
+        red = (img[..., 0] > 150) & (img[..., 1] < 80) & (img[..., 2] < 80)
+        rows, cols = np.nonzero(red)
+        assert len(rows) > 3
+        col, row = camera_pixels(sim.body_position('apple'))
+        # the visible faces (the top one mostly) sit a little above the centre of the cube
+        assert abs(col - cols.mean()) < 2.0 and abs(row - rows.mean()) < 3.5, (seed, col, row, cols.mean(), rows.mean())
+        sim.close()

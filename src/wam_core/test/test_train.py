@@ -76,3 +76,48 @@ def test_training_is_deterministic_given_the_seed(tiny_dataset, tmp_path):
                            progress=False, log_every=1, val_every=100, scenes=2)
         outs.append(read_manifest(info['action_dir']).files['model.safetensors'])
     assert outs[0] == outs[1]
+
+
+def test_patch_targets_point_at_the_red_apple_and_a_perfect_prediction_has_no_pixel_error():
+    scenes = train.RandomScenes(seed=5)
+    images, aux = scenes.sample(4)
+    index, offset = train.patch_targets(aux, 128, 16)
+    for img, k in zip(images.numpy().astype(int), index[:, 0].tolist()):
+        r, c = divmod(k, 8)
+        cell = img[r * 16:(r + 1) * 16, c * 16:(c + 1) * 16]
+        # the apple's centre patch holds red pixels (the cube spans ~5 px; allow the neighbours)
+        around = img[max(0, r * 16 - 4):(r + 1) * 16 + 4, max(0, c * 16 - 4):(c + 1) * 16 + 4]
+        assert cell.size and (((around[..., 0] > 150) & (around[..., 1] < 80) & (around[..., 2] < 80)).sum() > 3)
+    perfect = torch.full((4, 64, 6), -10.0)
+    b = torch.arange(4)
+    perfect[b, index[:, 0], 0] = 10.0
+    perfect[b, index[:, 1], 1] = 10.0
+    perfect[b, index[:, 0], 2:4] = offset[:, 0]
+    perfect[b, index[:, 1], 4:6] = offset[:, 1]
+    assert train.apple_pixel_error(perfect, index, offset, 16) < 1e-4
+    assert float(train.patch_loss(perfect, index, offset)) < 1e-3
+    wrong = perfect.roll(1, dims=1)
+    assert train.apple_pixel_error(wrong, index, offset, 16) > 8.0
+
+
+def test_several_datasets_load_together_and_later_ones_count_twice(tiny_dataset):
+    manifest, episodes = train.load_datasets(f'{tiny_dataset},{tiny_dataset}')
+    n = len(dataset.load(tiny_dataset)[1])
+    assert len(episodes) == 3 * n and len(manifest['episodes']) == 2 * n
+
+
+def test_dagger_rolls_out_the_policy_and_records_the_experts_labels(tmp_path):
+    from wam_core import dagger
+    from wam_core.evaluate import Policy
+    root = os.environ.get('WAM_ROOT') or os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
+    policy = Policy(os.path.join(root, 'models', 'world_expert'), os.path.join(root, 'models', 'action_expert'),
+                    precision='fp32')
+    seed = dagger.DAGGER_FIRST_SEED
+    dataset.record(str(tmp_path / 'p'), 1, seed, noise=0.0, keep_failed=True, progress=False,
+                   driver_factory=lambda s: dagger.PolicyDriver(policy, s, beta=0.0))
+    dataset.record(str(tmp_path / 'e'), 1, seed, noise=0.0, keep_failed=True, progress=False)
+    (_, [on_policy]), (_, [expert]) = dataset.load(str(tmp_path / 'p')), dataset.load(str(tmp_path / 'e'))
+    n = min(len(on_policy['joint_positions']), len(expert['joint_positions']))
+    assert on_policy['chunks'].shape[1:] == (16, 7) and len(on_policy['phase']) == len(on_policy['chunks'])
+    # the same scene and start, but the policy drove: the visited states are its own
+    assert np.abs(on_policy['joint_positions'][:n] - expert['joint_positions'][:n]).max() > 0.01

@@ -31,7 +31,8 @@ TRAIN_FIRST_SEED = 0          # training episodes: seeds 0..N-1; held-out evalua
 EVAL_FIRST_SEED = 5000
 
 
-def record_episode(sim: TabletopSim, seed: int, noise: float, render_every: int = 2) -> Dict[str, np.ndarray]:
+def record_episode(sim: TabletopSim, seed: int, noise: float, render_every: int = 2,
+                   driver_factory=None) -> Dict[str, np.ndarray]:
     frames: List[np.ndarray] = []
     frame_tick: List[int] = []
     q, chunks, phases, apple = [], [], [], []
@@ -46,7 +47,8 @@ def record_episode(sim: TabletopSim, seed: int, noise: float, render_every: int 
         phases.append(PHASES.index(phase))
         apple.append(s.body_position('apple') - [0.0, 0.0, TABLE_Z])
 
-    ok, seconds = run_episode(sim, seed, noise=noise, on_tick=on_tick)
+    driver = driver_factory(seed) if driver_factory is not None else None
+    ok, seconds = run_episode(sim, seed, noise=noise, on_tick=on_tick, driver=driver)
     return {
         'success': np.array(ok), 'seconds': np.array(seconds), 'seed': np.array(seed), 'noise': np.array(noise),
         'images': np.stack(frames), 'frame_tick': np.array(frame_tick, dtype=np.int32),
@@ -57,7 +59,8 @@ def record_episode(sim: TabletopSim, seed: int, noise: float, render_every: int 
 
 
 def record(out: str, episodes: int, first_seed: int = TRAIN_FIRST_SEED, noise: float = 0.02,
-           render_every: int = 2, progress: bool = True) -> dict:
+           render_every: int = 2, progress: bool = True, driver_factory=None, keep_failed: bool = False,
+           kind: str = 'wam-pick-place-demos') -> dict:
     from tqdm import tqdm
     os.makedirs(out, exist_ok=True)
     sim = TabletopSim()
@@ -67,10 +70,11 @@ def record(out: str, episodes: int, first_seed: int = TRAIN_FIRST_SEED, noise: f
     for i in bar:
         seed = first_seed + i
         ep_noise = noise if i % 2 else 0.0
-        ep = record_episode(sim, seed, ep_noise, render_every)
+        ep = record_episode(sim, seed, ep_noise, render_every, driver_factory)
         if not bool(ep['success']):
             failed.append(seed)
-            continue
+            if not keep_failed:      # on-policy (DAgger) episodes keep their expert labels either way
+                continue
         path = os.path.join(out, f'episode_{seed:05d}.npz')
         np.savez_compressed(path, **ep)
         entries.append({'file': os.path.basename(path), 'seed': seed, 'noise': ep_noise,
@@ -78,7 +82,7 @@ def record(out: str, episodes: int, first_seed: int = TRAIN_FIRST_SEED, noise: f
                         'seconds': float(ep['seconds']), 'sha256': sha256_file(path)})
         bar.set_postfix(kept=len(entries), failed=len(failed))
     sim.close()
-    manifest = {'kind': 'wam-pick-place-demos', 'episodes': entries, 'failed_seeds': failed,
+    manifest = {'kind': kind, 'episodes': entries, 'failed_seeds': failed,
                 'phases': PHASES, 'phase_skill': PHASE_SKILL, 'render_every': render_every,
                 'period_s': 0.02, 'chunk': 16, 'noise': noise, 'first_seed': first_seed,
                 'seconds_to_record': round(time.perf_counter() - t0, 1)}

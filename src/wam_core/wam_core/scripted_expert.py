@@ -152,13 +152,15 @@ class ScriptedExpert:
 
 
 def run_episode(sim: TabletopSim, seed: int, period_s: float = 0.02, chunk: int = 16, max_s: float = 15.0,
-                noise: float = 0.0, on_tick=None) -> Tuple[bool, float]:
+                noise: float = 0.0, on_tick=None, driver=None) -> Tuple[bool, float]:
     """Run the expert closed-loop at the control period; returns (success, seconds).
 
     Chunks pass the robot's clamping gate, based on the last command, as the harness
     does. noise > 0 adds a smooth random offset (rad, arm joints) to what is executed, not to
     what the expert says: recorded episodes then show how to recover from errors.
     ``on_tick(sim, phase, chunk)`` is called before each command (dataset recording).
+    ``driver(sim)`` may return the chunk to execute instead of the expert's (None: the
+    expert's): DAgger records the expert's labels on the states a learned policy visits.
     """
     sim.reset(seed)
     sim.step(0.2)                                   # let the objects settle
@@ -174,6 +176,9 @@ def run_episode(sim: TabletopSim, seed: int, period_s: float = 0.02, chunk: int 
         name, pts = expert.act()
         if on_tick is not None:
             on_tick(sim, name, pts)
+        driven = driver(sim) if driver is not None else None
+        if driven is not None:
+            pts = driven
         if noise > 0 and name in FREE_SPACE:
             offset[:6] = 0.97 * offset[:6] + noise * 0.25 * rng.standard_normal(6)   # ~ +-noise, ~1 s correlation
         else:

@@ -31,6 +31,23 @@ HOME = np.array([0.0, -0.6, 1.2, -0.6, 0.0, 0.0, 0.04])
 TABLE_Z = 0.4
 FRIDGE_HALF = np.array([0.07, 0.07])
 DISTRACTOR_COLORS = {'green': '0.1 0.7 0.2 1', 'blue': '0.1 0.3 0.9 1', 'yellow': '0.9 0.8 0.1 1'}
+# The front camera: position, image x and y axes in the world (MuJoCo's xyaxes), vertical field of view.
+CAMERA_POS = np.array([1.25, 0.0, 1.05])
+CAMERA_X = np.array([0.0, 1.0, 0.0])
+CAMERA_Y = np.array([-0.6, 0.0, 0.8])
+CAMERA_FOVY_DEG = 55.0
+
+
+def camera_pixels(points: np.ndarray, image_size: int = 128) -> np.ndarray:
+    """World points [..., 3] -> (column, row) in the front camera's image, pixels from the
+    top-left corner (the layout of ``TabletopSim.render``): pinhole projection."""
+    z_axis = np.cross(CAMERA_X, CAMERA_Y)          # the camera looks along -z
+    d = np.asarray(points, dtype=np.float64) - CAMERA_POS
+    depth = -(d @ z_axis)
+    f = 0.5 * image_size / np.tan(np.radians(CAMERA_FOVY_DEG) / 2)
+    col = 0.5 * image_size + f * (d @ CAMERA_X) / depth
+    row = 0.5 * image_size - f * (d @ CAMERA_Y) / depth
+    return np.stack([col, row], axis=-1)
 
 
 def scene_xml(image_size: int = 128) -> str:
@@ -51,7 +68,8 @@ def scene_xml(image_size: int = 128) -> str:
     <light pos="0 0 2.5" dir="0 0 -1" castshadow="false"/>
     <geom name="floor" type="plane" size="2 2 0.1" rgba=".5 .5 .5 1"/>
     <geom name="table" type="box" pos="0.45 0 {TABLE_Z / 2}" size="0.4 0.5 {TABLE_Z / 2}" rgba=".6 .45 .3 1"/>
-    <camera name="front" pos="1.25 0 1.05" xyaxes="0 1 0 -0.6 0 0.8" fovy="55"/>
+    <camera name="front" pos="{' '.join(map(str, CAMERA_POS))}" xyaxes="{' '.join(map(str, [*CAMERA_X, *CAMERA_Y]))}"
+            fovy="{CAMERA_FOVY_DEG}"/>
     <body name="base" pos="0 0 {TABLE_Z}" childclass="arm">
       <geom type="cylinder" size=".06 .05" pos="0 0 .05" rgba=".2 .2 .2 1"/>
       <body name="link1" pos="0 0 .1">

@@ -3,9 +3,12 @@
     python -m wam_core.train --data datasets/pick_place --out models [--steps 3000] [--seed 0]
 
 The loss is an L1 over the whole action chunk (as in ACT), expressed as targets
-relative to the current joint positions, plus an auxiliary L1 that makes the
-world expert's CLS token predict the apple and fridge positions (a cheap signal
-that teaches a from-scratch ViT where things are). Each sampled frame is paired
+relative to the current joint positions, plus two auxiliary losses that teach a
+from-scratch ViT where things are: the CLS token regresses the apple and fridge
+positions, and every patch token says whether the apple's (the fridge's) centre falls
+in its patch and where inside it (a cross-entropy over the patches and an offset L1,
+as in CenterNet). Dense labels locate a 5-pixel cube far faster than the global
+regression alone, which left the policy blind to where the apple is. Each sampled frame is paired
 with the joint states of the next few ticks, as in serving, where a representation
 is reused by the ticks that follow its frame. The subtask input is the embedding of
 the expert's current skill half the time and of another subtask of the plan (or
@@ -30,18 +33,20 @@ from typing import Dict, List, Optional
 import numpy as np
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from transformers import ViTModel
 
 from .action_expert import ActionExpert, ActionExpertConfig, default_delta_scale
 from .dataset import load as load_dataset
 from .default_models import ACTION_NAME, WORLD_NAME
-from .manifest import write_manifest
-from .sim import JOINT_NAMES
+from .manifest import read_manifest, sha256_file, write_manifest
+from .sim import JOINT_NAMES, TABLE_Z, camera_pixels
 from .world_expert import default_world_config
 
 DEFAULT_INSTRUCTION = 'put the red apple in the fridge'
 GRIPPER_WEIGHT = 10.0         # the gripper moves ~0.04 m where arm joints move ~0.4 rad
 AUX_WEIGHT = 0.5
+PATCH_WEIGHT = 0.1            # the patch cross-entropy starts at 2 x ln(64) = 8.3
 STATE_LAG_TICKS = 4           # a representation serves the ticks up to ~80 ms after its frame
 
 
@@ -134,16 +139,50 @@ class Policy(nn.Module):
         super().__init__()
         self.world, self.action = world, action
         self.aux = nn.Linear(world.config.hidden_size, 5)     # apple xyz, fridge xy (training only)
+        # per patch: apple and fridge "centre here" logits, then their (col, row) offsets in the patch
+        self.patch_head = nn.Linear(world.config.hidden_size, 6)
 
     def forward(self, images_u8, q, subtask, per_frame: int, extra_u8=None):
-        """Chunks for images_u8 (each with per_frame joint states); aux positions for
-        images_u8 followed by extra_u8 (aux-only scenes)."""
+        """Chunks for images_u8 (each with per_frame joint states); aux positions and patch
+        outputs for images_u8 followed by extra_u8 (aux-only scenes)."""
         n = images_u8.shape[0]
         both = images_u8 if extra_u8 is None else torch.cat([images_u8, extra_u8])
         rep = self.world(pixel_values=pixels(both)).last_hidden_state
         aux = self.aux(rep[:, 0])
+        patches = self.patch_head(rep[:, 1:])
         pred = self.action(rep[:n].repeat_interleave(per_frame, 0), q, subtask)
-        return pred, aux
+        return pred, aux, patches
+
+
+def patch_targets(aux_target: torch.Tensor, image_size: int, patch: int):
+    """Object positions [B,5] (apple xyz above the table, fridge xy) -> the patch holding each
+    centre [B,2] and the centre's offset inside it [B,2,2] (col, row in 0..1)."""
+    a = aux_target.detach().numpy().astype(np.float64)
+    apple = a[:, :3] + [0.0, 0.0, TABLE_Z]
+    fridge = np.concatenate([a[:, 3:5], np.full((len(a), 1), TABLE_Z + 0.03)], axis=1)
+    px = camera_pixels(np.stack([apple, fridge], axis=1), image_size) / patch      # [B,2,2] in patches
+    grid = image_size // patch
+    cell = np.clip(np.floor(px), 0, grid - 1)
+    index = (cell[..., 1] * grid + cell[..., 0]).astype(np.int64)
+    offset = np.clip(px - cell, 0.0, 1.0)
+    return torch.from_numpy(index), torch.from_numpy(offset.astype(np.float32))
+
+
+def patch_loss(patches: torch.Tensor, index: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    b = torch.arange(patches.shape[0])
+    ce = F.cross_entropy(patches[..., 0], index[:, 0]) + F.cross_entropy(patches[..., 1], index[:, 1])
+    off = torch.stack([patches[b, index[:, 0], 2:4], patches[b, index[:, 1], 4:6]], dim=1)
+    return ce + (off - offset).abs().mean()
+
+
+def apple_pixel_error(patches: torch.Tensor, index: torch.Tensor, offset: torch.Tensor, patch: int) -> float:
+    """Mean distance (pixels) between the predicted and true apple centre."""
+    grid = int(round(patches.shape[1] ** 0.5))
+    b = torch.arange(patches.shape[0])
+    k = patches[..., 0].argmax(dim=1)
+    pred = torch.stack([k % grid, k // grid], dim=1).float() + patches[b, k, 2:4]
+    true = torch.stack([index[:, 0] % grid, index[:, 0] // grid], dim=1).float() + offset[:, 0]
+    return float((pred - true).norm(dim=1).mean() * patch)
 
 
 def losses(pred, chunk, aux_pred, aux_target):
@@ -154,16 +193,32 @@ def losses(pred, chunk, aux_pred, aux_target):
     return act, aux
 
 
+def load_datasets(data: str, max_episodes: Optional[int] = None) -> tuple:
+    """'a,b' -> (the first manifest, with every dataset's episodes listed, [episodes]).
+    Later datasets (DAgger rounds) are drawn twice as often: they are few and they hold
+    the states the policy actually gets into."""
+    paths = [p for p in data.split(',') if p]
+    manifest, episodes = load_dataset(paths[0])
+    if max_episodes:
+        episodes = episodes[:max_episodes]
+    manifest = dict(manifest, episodes=list(manifest['episodes']))
+    for path in paths[1:]:
+        m, eps = load_dataset(path)
+        if m['phases'] != manifest['phases']:
+            raise ValueError(f'{path}: phases {m["phases"]} differ from {paths[0]}')
+        manifest['episodes'] += m['episodes']
+        episodes += eps + eps
+    return manifest, episodes
+
+
 def train(data: str, out: str, steps: int = 2100, batch: int = 24, per_frame: int = 4, lr: float = 1e-3,
           seed: int = 0, progress: bool = True, log_every: int = 25, val_every: int = 250,
-          max_episodes: Optional[int] = None, scenes: int = 16) -> dict:
+          max_episodes: Optional[int] = None, scenes: int = 16, init: str = '') -> dict:
     from tqdm import tqdm
     torch.manual_seed(seed)
     np.random.seed(seed)
     torch.use_deterministic_algorithms(True, warn_only=True)
-    manifest, episodes = load_dataset(data)
-    if max_episodes:
-        episodes = episodes[:max_episodes]
+    manifest, episodes = load_datasets(data, max_episodes)
     if len(episodes) < 2:
         raise ValueError(f'{data}: need at least 2 episodes, found {len(episodes)}')
     every = 20 if len(episodes) >= 20 else len(episodes)       # every 20th episode is held out
@@ -174,9 +229,16 @@ def train(data: str, out: str, steps: int = 2100, batch: int = 24, per_frame: in
     make = lambda eps, s: Batches(eps, manifest['phase_skill'], manifest['phases'], skill_text, vectors, s)  # noqa: E731
     train_b, val_b = make(train_eps, seed), make(val_eps, seed + 1)
 
-    world = ViTModel(default_world_config(), add_pooling_layer=False)
-    action = ActionExpert(ActionExpertConfig(repr_dim=world.config.hidden_size, num_joints=len(JOINT_NAMES),
-                                             delta_scale=default_delta_scale(JOINT_NAMES)))
+    if init:            # fine-tune (a DAgger round) from verified weights
+        from .action_expert import load_action_expert
+        from .world_expert import WorldExpert
+        world = WorldExpert(os.path.join(init, 'world_expert'), precision='fp32').model
+        action, _ = load_action_expert(os.path.join(init, 'action_expert'), precision='fp32')
+        world.train(), action.train()
+    else:
+        world = ViTModel(default_world_config(), add_pooling_layer=False)
+        action = ActionExpert(ActionExpertConfig(repr_dim=world.config.hidden_size, num_joints=len(JOINT_NAMES),
+                                                 delta_scale=default_delta_scale(JOINT_NAMES)))
     policy = Policy(world, action)
     decay = [p for n, p in policy.named_parameters() if p.ndim >= 2]
     no_decay = [p for n, p in policy.named_parameters() if p.ndim < 2]
@@ -188,19 +250,23 @@ def train(data: str, out: str, steps: int = 2100, batch: int = 24, per_frame: in
     val_fixed = val_b.sample(64, per_frame)
     random_scenes = RandomScenes(seed) if scenes > 0 else None
     val_scenes = RandomScenes(seed + 99).sample(64) if scenes > 0 else None
+    size, patch = world.config.image_size, world.config.patch_size
 
     def evaluate():
-        """(action L1 on held-out episodes, object-position L1 on unseen random scenes)."""
+        """(action L1 on held-out episodes, object-position L1 and apple pixel error on
+        unseen random scenes)."""
         policy.eval()
         with torch.no_grad():
-            pred, aux = policy(val_fixed[0], val_fixed[1], val_fixed[3], per_frame)
+            pred, aux, _ = policy(val_fixed[0], val_fixed[1], val_fixed[3], per_frame)
             act, _ = losses(pred, val_fixed[2], aux, val_fixed[4])
-            scene_aux = float('nan')
+            scene_aux = apple_px = float('nan')
             if val_scenes is not None:
-                _, aux_s = policy(val_scenes[0][:0], val_fixed[1][:0], val_fixed[3][:0], per_frame, val_scenes[0])
+                _, aux_s, patches_s = policy(val_scenes[0][:0], val_fixed[1][:0], val_fixed[3][:0], per_frame,
+                                             val_scenes[0])
                 scene_aux = float((aux_s - val_scenes[1]).abs().mean() * 10.0)
+                apple_px = apple_pixel_error(patches_s, *patch_targets(val_scenes[1], size, patch), patch)
         policy.train()
-        return float(act), scene_aux
+        return float(act), scene_aux, apple_px
 
     log: List[dict] = []
     t0 = time.perf_counter()
@@ -212,9 +278,9 @@ def train(data: str, out: str, steps: int = 2100, batch: int = 24, per_frame: in
         if random_scenes is not None:
             extra, extra_t = random_scenes.sample(scenes)
             aux_t = torch.cat([aux_t, extra_t])
-        pred, aux = policy(images, q, sub, per_frame, extra)
+        pred, aux, patches = policy(images, q, sub, per_frame, extra)
         act, aux_l = losses(pred, chunk, aux, aux_t)
-        loss = act + AUX_WEIGHT * aux_l
+        loss = act + AUX_WEIGHT * aux_l + PATCH_WEIGHT * patch_loss(patches, *patch_targets(aux_t, size, patch))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
@@ -227,13 +293,14 @@ def train(data: str, out: str, steps: int = 2100, batch: int = 24, per_frame: in
             row = {'step': step, 'action_l1': a_val, 'aux_l1': x_val, 'lr': sched.get_last_lr()[0],
                    'seconds': round(time.perf_counter() - t0, 1)}
             if step % val_every == 0 or step == steps - 1:
-                row['val_action_l1'], row['val_scene_aux_l1'] = evaluate()
+                row['val_action_l1'], row['val_scene_aux_l1'], row['val_scene_apple_px'] = evaluate()
             log.append(row)
             last = next((r for r in reversed(log) if 'val_action_l1' in r), {})
             bar.set_postfix(l1=f'{run_act:.4f}', aux=f'{run_aux:.3f}', val=f"{last.get('val_action_l1', 0):.4f}",
-                            scene=f"{last.get('val_scene_aux_l1', 0):.3f}")
+                            scene=f"{last.get('val_scene_aux_l1', 0):.3f}", px=f"{last.get('val_scene_apple_px', 0):.1f}")
     seconds = time.perf_counter() - t0
-    info = save(policy, out, manifest, data, seed, steps, log, seconds, val_fixed, per_frame)
+    started_from = read_manifest(os.path.join(init, 'world_expert')).version if init else ''
+    info = save(policy, out, manifest, data, seed, steps, log, seconds, val_fixed, per_frame, started_from)
     return info
 
 
@@ -245,25 +312,31 @@ def _dataset_digest(manifest: dict) -> str:
 
 
 def save(policy: Policy, out: str, manifest: dict, data: str, seed: int, steps: int, log: List[dict],
-         seconds: float, val_fixed, per_frame: int) -> dict:
+         seconds: float, val_fixed, per_frame: int, started_from: str = '') -> dict:
     digest = _dataset_digest(manifest)[:10]
-    version = f'bc-{digest}-s{seed}-{steps}'
     world_dir, action_dir, train_dir = (os.path.join(out, d) for d in ('world_expert', 'action_expert', 'training'))
     for d in (world_dir, action_dir):
         if os.path.isdir(d):
             for n in os.listdir(d):
                 os.remove(os.path.join(d, n))
     os.makedirs(train_dir, exist_ok=True)
-    meta = {'seed': seed, 'trained': True, 'steps': steps,
-            'final_val_scene_aux_l1_dm': log[-1].get('val_scene_aux_l1'), 'dataset': os.path.basename(os.path.normpath(data)),
+    meta = {'seed': seed, 'trained': True, 'steps': steps, 'started_from': started_from,
+            'final_val_scene_aux_l1_dm': log[-1].get('val_scene_aux_l1'),
+            'dataset': ','.join(os.path.basename(os.path.normpath(d)) for d in data.split(',') if d),
             'dataset_sha256': _dataset_digest(manifest), 'episodes': len(manifest['episodes']),
-            'final_val_action_l1': log[-1].get('val_action_l1'), 'train_seconds': round(seconds, 1)}
+            'final_val_action_l1': log[-1].get('val_action_l1'),
+            'final_val_scene_apple_px': log[-1].get('val_scene_apple_px'), 'train_seconds': round(seconds, 1)}
     policy.world.save_pretrained(world_dir)
+    # the version names the data, seed and steps, and the weights themselves: another
+    # recipe on the same data must never share a cache key with these
+    weights = sha256_file(os.path.join(world_dir, 'model.safetensors'))[:8]
+    version = f'{"dagger" if started_from else "bc"}-{digest}-s{seed}-{steps}-{weights}'
     write_manifest(world_dir, WORLD_NAME, version, meta)
     policy.action.save_pretrained(action_dir)
     write_manifest(action_dir, ACTION_NAME, version, dict(meta, world_version=version, joint_names=JOINT_NAMES))
     with open(os.path.join(train_dir, 'loss_log.csv'), 'w', newline='', encoding='utf-8') as fh:
-        keys = ['step', 'action_l1', 'aux_l1', 'val_action_l1', 'val_scene_aux_l1', 'lr', 'seconds']
+        keys = ['step', 'action_l1', 'aux_l1', 'val_action_l1', 'val_scene_aux_l1', 'val_scene_apple_px', 'lr',
+                'seconds']
         w = csv.DictWriter(fh, fieldnames=keys)
         w.writeheader()
         for row in log:
@@ -316,7 +389,8 @@ def plot_loss(log: List[dict], path: str) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('--data', default='datasets/pick_place')
+    ap.add_argument('--data', default='datasets/pick_place', help='dataset folders, comma-separated')
+    ap.add_argument('--init', default='', help='start from the experts in this folder (a DAgger round)')
     ap.add_argument('--out', default='models')
     ap.add_argument('--steps', type=int, default=2100, help='~27 min on 2 cores')
     ap.add_argument('--batch', type=int, default=24, help='demonstration frames per step (each with 4 joint states)')
@@ -325,7 +399,8 @@ def main(argv=None) -> int:
     ap.add_argument('--seed', type=int, default=0)
     args = ap.parse_args(argv)
     torch.set_num_threads(max(1, min(os.cpu_count() or 1, 4)))
-    info = train(args.data, args.out, args.steps, args.batch, lr=args.lr, seed=args.seed, scenes=args.scenes)
+    info = train(args.data, args.out, args.steps, args.batch, lr=args.lr, seed=args.seed, scenes=args.scenes,
+                 init=args.init)
     print(f"trained {info['version']} in {info['train_seconds']} s: held-out action L1 "
           f"{info['final_val_action_l1']:.4f}; wrote {info['world_dir']}, {info['action_dir']}")
     return 0
