@@ -100,7 +100,8 @@ class ActionExpertNode(LifecycleNode):
         t0 = time.perf_counter()
         self.ticker.warmup(self.cfg.runtime.warmup_requests, (65, self.ticker.model.config.repr_dim))
         self._timer = self.create_timer(self.cfg.control.period_s, self._tick, callback_group=self._tick_group)
-        self._diag_timer = self.create_timer(1.0, self._diagnostics_due)
+        self.diagnostics.start()
+        self._diag_timer = self.create_timer(self.diagnostics.TIMER_S, self._diagnostics_due)
         self.ready = True
         self._diag_due = True       # report at the first tick: after a restart the harness waits on it
         self.get_logger().info(f'ready: warm-up {self.cfg.runtime.warmup_requests} passes in '
@@ -196,6 +197,8 @@ class ActionExpertNode(LifecycleNode):
         # here it would delay the next tick whenever the two coincide (2% of ticks at
         # 1 Hz, i.e. the period p99); so while ticking it runs in the slack right after a
         # tick, and only runs here when the timer is not ticking.
+        if not self.diagnostics.due():
+            return
         if self._timer is not None and not self._timer.is_canceled():
             self._diag_due = True
         else:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import threading
 import time
 
+import numpy as np
+
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.node import Node
@@ -112,6 +114,7 @@ class HarnessNode(Node):
         self.active = None
         self.tasks = {'succeeded': 0, 'failed': 0, 'canceled': 0}
         self._busy = False
+        self._busy_logged = 0.0
         self._subtask_pub = self.create_publisher(ActiveSubtask, '/harness/active_subtask', latched_qos())
         self._action = ActionServer(self, ExecuteTask, '/harness/execute_task', execute_callback=self._execute,
                                     goal_callback=self._on_goal, cancel_callback=lambda _: CancelResponse.ACCEPT)
@@ -129,6 +132,15 @@ class HarnessNode(Node):
 
     def _on_instruction(self, msg: String) -> None:
         """Convenience entry: the same path as an ExecuteTask goal, without feedback."""
+        if self._busy:
+            # The cheapest possible refusal: this executor also runs the gate and the
+            # watchdog, and a flood of instructions must not delay them.
+            self.rejected_inputs['instruction_busy'] = self.rejected_inputs.get('instruction_busy', 0) + 1
+            now = time.monotonic()
+            if now - self._busy_logged >= 1.0:
+                self._busy_logged = now
+                self.get_logger().warning('rejected instruction: a task is already running (counted)')
+            return
         goal = ExecuteTask.Goal(instruction=msg.data)
         if self._on_goal(goal) == GoalResponse.ACCEPT:
             self.executor.create_task(self._run(msg.data, None))
@@ -210,8 +222,11 @@ class HarnessNode(Node):
     def _hold(self) -> None:
         if self.current is not None:
             now_ns = time.time_ns()
-            self._out.publish(rc.joint_trajectory(self.joint_names, self.current.reshape(1, -1), now_ns, 0.0))
-            self.tracker.record(now_ns * 1e-9, [0.0], self.current.reshape(1, -1))
+            # where the robot is, inside the limits: a measured gripper at -1e-5 m is contact noise,
+            # and nothing outside the limits ever goes to the robot
+            here = np.clip(self.current, self.gate.lower, self.gate.upper).reshape(1, -1)
+            self._out.publish(rc.joint_trajectory(self.joint_names, here, now_ns, 0.0))
+            self.tracker.record(now_ns * 1e-9, [0.0], here)
 
     @staticmethod
     def _subtask_msg(sub) -> SubtaskMsg:

@@ -40,6 +40,21 @@ class NodeDiagnostics:
         else:
             self._pub = node.create_publisher(DiagnosticArray, '/diagnostics', 10)
 
+    # A restarted node's first statuses can go out before DDS has matched it with the
+    # harness; the harness keeps it stopped until it hears one. So right after
+    # activation the node reports five times a second for STARTUP_S, then once a second.
+    TIMER_S = 0.2
+    STARTUP_S = 2.0
+
+    def start(self) -> None:
+        """Call on activation: the next STARTUP_S seconds count as start-up."""
+        self._calls = 0
+
+    def due(self) -> bool:
+        """Call every TIMER_S: whether to publish now."""
+        self._calls = getattr(self, '_calls', 0) + 1
+        return self._calls <= self.STARTUP_S / self.TIMER_S or self._calls % round(1.0 / self.TIMER_S) == 0
+
     def _run(self, stat):
         level, message, values = self.build()
         stat.summary(level, message)

@@ -87,7 +87,9 @@ class WorldExpertNode(LifecycleNode):
         # joint motion tells a frozen camera (the same frame while the arm moves) from a static scene
         self._js_sub = self.create_subscription(JointState, '/joint_states', self._on_joint_state,
                                                 qos_profile_sensor_data)
-        self._diag_timer = self.create_timer(1.0, self.diagnostics.publish)
+        self.diagnostics.start()
+        self._diag_timer = self.create_timer(self.diagnostics.TIMER_S,
+                                             lambda: self.diagnostics.due() and self.diagnostics.publish())
         self._running = True
         self._worker = threading.Thread(target=self._encode_loop, name='world_encoder', daemon=True)
         self._worker.start()
