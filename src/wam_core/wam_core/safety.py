@@ -7,10 +7,10 @@ timer, and acts on its decisions (latch /safety/stop, send a hold, refuse chunks
 Starts stopped, until every required node has been OK for the hold-off.
 A gap in the raw chunks longer than ``chunk_hold_s`` asks for one hold at once (the
 robot stops following a chunk nobody renews); the stop comes only if the gap reaches
-``chunk_timeout_s``. Stops on: an ERROR or STALE status from a required node; a required node silent for
-longer than ``silence_timeout_s``; no raw chunk for ``chunk_timeout_s`` (once chunks
-have started); a world-expert model version other than the one the action expert
-accepts. Clears after everything is OK for ``holdoff_s``, or by ``reset`` when
+``chunk_timeout_s``. Stops on: an ERROR or STALE status from a required node; a
+required node silent for longer than ``silence_timeout_s``; no raw chunk for
+``chunk_timeout_s`` (once chunks have started); a world-expert model version other
+than the one the action expert accepts. Clears after everything is OK for ``holdoff_s``, or by ``reset`` when
 everything is OK right now.
 """
 from __future__ import annotations

@@ -32,6 +32,7 @@ class NodeDiagnostics:
         self.build = build
         self.hardware_id = hardware_id or node.get_fully_qualified_name()
         self.uses_updater = _du is not None
+        self._calls = 0
         if self.uses_updater:
             # We trigger updates ourselves; the updater's own timer is parked.
             self._updater = _du.Updater(node, period=3600.0)
@@ -52,7 +53,7 @@ class NodeDiagnostics:
 
     def due(self) -> bool:
         """Call every TIMER_S: whether to publish now."""
-        self._calls = getattr(self, '_calls', 0) + 1
+        self._calls += 1
         return self._calls <= self.STARTUP_S / self.TIMER_S or self._calls % round(1.0 / self.TIMER_S) == 0
 
     def _run(self, stat):
