@@ -5,7 +5,8 @@
 For each fault a recorder on /arm_controller/joint_trajectory (what the robot receives)
 measures:
 - hold_ms: fault -> the robot holding (a one-point trajectory after which no full chunk
-  comes until the fault clears) or stopped, whichever is first;
+  comes until the fault clears) or stopped, whichever is first; from the trajectories'
+  stamps, i.e. when the stack sent them;
 - unsafe: forwarded points that break a joint limit (must be 0);
 - stale: full chunks forwarded around the fault (from 0.5 s before it to the end of the
   drill) with no representation of the accepted model version observed within TTL + one
@@ -73,6 +74,7 @@ class Recorder:
         self.upper = np.array([lim[n].upper for n in self.names])
         self.vmax = np.array([lim[n].velocity for n in self.names])
         self.accepted_version, self.max_age_ns = accepted_version, int(max_age_s * 1e9)
+        self.wall_minus_monotonic = time.time() - time.monotonic()
         self.forwarded: List[tuple] = []      # (t, points, header stamp ns)
         self.raw: List[float] = []            # raw chunk arrival times (full chunks)
         self.descriptors: List[tuple] = []    # (t, model_version)
@@ -112,11 +114,14 @@ class Recorder:
         return bool(before and before[-1])
 
     def result(self, name: str, t_fault: float, t_clear: Optional[float], t_end: float) -> FaultResult:
-        # The robot holds from the first hold after the last full chunk it got before the
-        # fault cleared (a degraded tick's lone hold in between is not "holding").
+        # The robot holds from the first hold after the last full chunk sent before the
+        # fault cleared (a degraded tick's lone hold in between is not "holding"). Times
+        # are the messages' stamps (when the stack sent them): this process also runs the
+        # simulated robot, and a stall here must not count as the stack's reaction time.
         until = t_clear if t_clear is not None else t_end
-        last_full = max([t for t, n, _ in self.forwarded if t_fault <= t < until and n > 1], default=t_fault)
-        holds = [t for t, n, _ in self.forwarded if t >= last_full and n == 1]
+        sent = [(stamp * 1e-9 - self.wall_minus_monotonic, n) for _, n, stamp in self.forwarded]
+        last_full = max([t for t, n in sent if t_fault <= t < until and n > 1], default=t_fault)
+        holds = [t for t, n in sent if t >= last_full and n == 1]
         stops = [t for t, s in self.stops if t >= t_fault and s]
         first = min(holds[:1] + stops[:1]) if (holds or stops) else None
         notes = ''
