@@ -186,16 +186,21 @@ def fault_action_kill(stack, rec: Recorder) -> FaultResult:
     return rec.result('action_kill', t_fault, t_clear, time.monotonic()).judge()
 
 
-def fault_camera_stall(stack, rec: Recorder, seconds: float = 1.0) -> FaultResult:
-    """The camera stops publishing, then comes back."""
-    _serving(stack, rec)
+def _robot_fault(stack, rec: Recorder, name: str, attr: str, value, normal, seconds: float = 1.0) -> FaultResult:
+    """Set one fault switch of the simulated robot for ``seconds``, then clear it."""
     t_fault = time.monotonic()
-    stack.robot.camera_paused = True
+    setattr(stack.robot, attr, value)
     stack.spin_for(seconds)
-    stack.robot.camera_paused = False
+    setattr(stack.robot, attr, normal)
     t_clear = time.monotonic()
     _chunk_after(stack, rec, t_clear)
-    return rec.result('camera_stall', t_fault, t_clear, time.monotonic()).judge()
+    return rec.result(name, t_fault, t_clear, time.monotonic()).judge()
+
+
+def fault_camera_stall(stack, rec: Recorder) -> FaultResult:
+    """The camera stops publishing, then comes back."""
+    _serving(stack, rec)
+    return _robot_fault(stack, rec, 'camera_stall', 'camera_paused', True, False)
 
 
 def fault_version_mismatch(stack, rec: Recorder) -> FaultResult:
@@ -254,27 +259,15 @@ def _moving(stack, rec: Recorder, seed: int) -> None:
     stack.spin_for(0.3)
 
 
-def fault_frozen_frame(stack, rec: Recorder, seconds: float = 1.0) -> FaultResult:
+def fault_frozen_frame(stack, rec: Recorder) -> FaultResult:
     """The camera publishes the same frame forever (new stamps, same pixels) while the arm moves."""
     _moving(stack, rec, 5101)
-    t_fault = time.monotonic()
-    stack.robot.camera_frozen = True
-    stack.spin_for(seconds)
-    stack.robot.camera_frozen = False
-    t_clear = time.monotonic()
-    _chunk_after(stack, rec, t_clear)
-    return rec.result('frozen_frame', t_fault, t_clear, time.monotonic()).judge()
+    return _robot_fault(stack, rec, 'frozen_frame', 'camera_frozen', True, False)
 
 
-def _clock_jump(stack, rec: Recorder, name: str, offset_s: float, seconds: float = 1.0) -> FaultResult:
+def _clock_jump(stack, rec: Recorder, name: str, offset_s: float) -> FaultResult:
     _serving(stack, rec)
-    t_fault = time.monotonic()
-    stack.robot.clock_offset_s = offset_s
-    stack.spin_for(seconds)
-    stack.robot.clock_offset_s = 0.0
-    t_clear = time.monotonic()
-    _chunk_after(stack, rec, t_clear)
-    return rec.result(name, t_fault, t_clear, time.monotonic()).judge()
+    return _robot_fault(stack, rec, name, 'clock_offset_s', offset_s, 0.0)
 
 
 def fault_clock_future(stack, rec: Recorder) -> FaultResult:
