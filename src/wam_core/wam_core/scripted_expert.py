@@ -61,9 +61,18 @@ def solve_ik(sim: TabletopSim, pos, yaw: float, q0, iters: int = 150) -> np.ndar
 # (what the policy sees), not of the time since the episode began: a time-indexed plan
 # has stationary moments (ease-in from rest, waiting for the gripper) where the same
 # state is labelled both "wait" and "go", and a cloned policy stalls there. This
-# expert decides its phase from the state and returns a chunk towards that phase's
-# waypoint, so equal states always get equal labels, and a perturbed state gets a
-# label that corrects it (which the noise-injected episodes record).
+# expert computes its waypoint from the state, so equal states always get equal
+# labels, and a perturbed state gets a label that corrects it (which the
+# noise-injected episodes record).
+#
+# The waypoint is also a *continuous* function of the state wherever it can be: the
+# TCP descends over the apple in proportion to how well it is aligned (a funnel), the
+# carried apple moves towards the fridge as it clears the table, and is lowered as it
+# comes over the fridge. An earlier expert switched between waypoints on thresholds
+# ("aligned within 2 cm: descend"); a regression policy blurs such switches, and even
+# one given the true object positions, but not the phase, missed the waypoint by 8-11 cm
+# in the descend and lift phases (0.6 cm when told the phase). The only switches left
+# are the gripper's, and they read the gripper opening, which is in the joint state.
 
 GRASP_Z = TABLE_Z + 0.04      # TCP height; the fingertips reach 4 cm below it
 PREGRASP_DZ = 0.12
@@ -73,9 +82,13 @@ RETREAT_Z = TABLE_Z + 0.20
 ARM_SPEED = 1.0          # rad/s, fastest joint
 GRIP_SPEED = 0.1         # m/s
 LEAD_S = 0.1             # command this far ahead of the measured state (PD tracking lag)
-XY_TOL, Z_TOL = 0.02, 0.012
+FUNNEL_XY = (0.008, 0.035)   # horizontal TCP-apple distance (m): at grasp height .. at pre-grasp height
+CLOSE_XY, Z_TOL = 0.012, 0.012   # the gripper closes within these of the grasp pose
+LIFTED_Z = (TABLE_Z + 0.03, TABLE_Z + 0.07)   # apple height: transport starts .. at full stride
+LOWER_XY = (0.01, 0.05)      # TCP-fridge distance: at place height .. at carry height
 CARROT_M = 0.08         # transport aims this far ahead of the TCP
 GRASPED_BELOW = 0.0225   # gripper opening (m) once the fingers close on the 4 cm cube
+RELEASED_ABOVE = (0.025, 0.037)   # gripper opening while releasing: at place height .. at retreat height
 
 FREE_SPACE = ('reach', 'lift', 'transport', 'retreat')
 PHASE_SKILL = {          # expert phase -> the plan skill it carries out (subtask conditioning)
@@ -86,6 +99,11 @@ PHASE_SKILL = {          # expert phase -> the plan skill it carries out (subtas
 def apple_in_fridge(sim: TabletopSim) -> bool:
     apple, fridge = sim.body_position('apple'), sim.body_position('fridge')
     return bool(np.all(np.abs(apple[:2] - fridge[:2]) < FRIDGE_HALF - 0.01) and apple[2] < TABLE_Z + 0.11)
+
+
+def _ramp(x: float, lo: float, hi: float) -> float:
+    """0 at or below lo, 1 at or above hi, linear between."""
+    return float(np.clip((x - lo) / (hi - lo), 0.0, 1.0))
 
 
 class ScriptedExpert:
@@ -104,34 +122,34 @@ class ScriptedExpert:
         return self._ik_cache[key]
 
     def phase(self):
-        """(phase name, arm waypoint [6] or None to hold the arm, gripper target)."""
+        """(phase name, arm waypoint [6], gripper target). The name is bookkeeping (the
+        recorded subtask); the waypoint is computed without it."""
         sim = self.sim
         q, tcp = sim.joint_positions(), sim.tcp_position()
         apple, fridge = sim.body_position('apple'), sim.body_position('fridge')
         grip = q[6]
         yaw_a, yaw_f = math.atan2(apple[1], apple[0]), math.atan2(fridge[1], fridge[0])
         near_apple = np.linalg.norm(apple - tcp) < 0.05     # held: ~2 cm below the TCP, swinging
-        if apple_in_fridge(sim):
-            if grip < 0.035 and near_apple:
-                return 'release', self._ik([fridge[0], fridge[1], PLACE_Z], yaw_f, q), OPEN
-            return 'retreat', self._ik([fridge[0], fridge[1], RETREAT_Z], yaw_f, q), OPEN
-        if grip < GRASPED_BELOW and grip > 0.008 and near_apple:
-            over_fridge = np.linalg.norm(tcp[:2] - fridge[:2]) < XY_TOL
-            if over_fridge:
-                return 'lower', self._ik([fridge[0], fridge[1], PLACE_Z], yaw_f, q), CLOSED
-            if apple[2] < TABLE_Z + 0.06:                     # just grasped: straight up first
-                return 'lift', self._ik([apple[0], apple[1], CARRY_Z], yaw_a, q), CLOSED
-            # a Cartesian carrot at carry height: a joint-space line to a far pose would dip
-            step = fridge[:2] - tcp[:2]
-            step *= min(1.0, CARROT_M / max(np.linalg.norm(step), 1e-9))
-            xy = tcp[:2] + step
-            return 'transport', self._ik([xy[0], xy[1], CARRY_Z], math.atan2(xy[1], xy[0]), q), CLOSED
-        aligned = np.linalg.norm(tcp[:2] - apple[:2]) < XY_TOL
-        if aligned and abs(tcp[2] - GRASP_Z) < Z_TOL and grip > 0.008:
-            return 'close', self._ik([apple[0], apple[1], GRASP_Z], yaw_a, q), CLOSED
-        if aligned and tcp[2] < apple[2] + PREGRASP_DZ + 0.01:
-            return 'descend', self._ik([apple[0], apple[1], GRASP_Z], yaw_a, q), OPEN
-        return 'reach', self._ik(apple + [0, 0, PREGRASP_DZ], yaw_a, q), OPEN
+        if apple_in_fridge(sim):                            # open, and rise as the fingers open
+            z = PLACE_Z + (RETREAT_Z - PLACE_Z) * _ramp(grip, *RELEASED_ABOVE)
+            name = 'release' if grip < 0.035 and near_apple else 'retreat'
+            return name, self._ik([fridge[0], fridge[1], z], yaw_f, q), OPEN
+        if GRASPED_BELOW > grip > 0.008 and near_apple:
+            lifted = _ramp(apple[2], *LIFTED_Z)
+            to_fridge = fridge[:2] - tcp[:2]
+            d_fridge = np.linalg.norm(to_fridge)
+            # a Cartesian carrot at carry height (a joint-space line to a far pose would
+            # dip), its stride growing as the apple clears the table: straight up first
+            xy = tcp[:2] + to_fridge * min(1.0, CARROT_M / max(d_fridge, 1e-9)) * lifted
+            z = PLACE_Z + (CARRY_Z - PLACE_Z) * _ramp(d_fridge, *LOWER_XY)
+            name = 'lift' if lifted < 1.0 else 'lower' if d_fridge < LOWER_XY[1] else 'transport'
+            return name, self._ik([xy[0], xy[1], z], math.atan2(xy[1], xy[0]), q), CLOSED
+        d_apple = np.linalg.norm(tcp[:2] - apple[:2])
+        z = GRASP_Z + PREGRASP_DZ * _ramp(d_apple, *FUNNEL_XY)
+        arm = self._ik([apple[0], apple[1], z], yaw_a, q)
+        if d_apple < CLOSE_XY and abs(tcp[2] - GRASP_Z) < Z_TOL and grip > 0.008:
+            return 'close', arm, CLOSED
+        return ('descend' if d_apple < FUNNEL_XY[1] else 'reach'), arm, OPEN
 
     def act(self):
         """The expert's chunk from the current state: point k is the target k periods from now."""
