@@ -80,7 +80,7 @@ def test_training_is_deterministic_given_the_seed(tiny_dataset, tmp_path):
 
 def test_patch_targets_point_at_the_red_apple_and_a_perfect_prediction_has_no_pixel_error():
     scenes = train.RandomScenes(seed=5)
-    images, aux = scenes.sample(4)
+    images, aux = scenes.sample(4)[:2]
     index, offset = train.patch_targets(aux, 128, 16)
     for img, k in zip(images.numpy().astype(int), index[:, 0].tolist()):
         r, c = divmod(k, 8)
@@ -121,3 +121,24 @@ def test_dagger_rolls_out_the_policy_and_records_the_experts_labels(tmp_path):
     assert on_policy['chunks'].shape[1:] == (16, 7) and len(on_policy['phase']) == len(on_policy['chunks'])
     # the same scene and start, but the policy drove: the visited states are its own
     assert np.abs(on_policy['joint_positions'][:n] - expert['joint_positions'][:n]).max() > 0.01
+
+
+def test_random_scenes_carry_expert_chunks_for_the_approach_and_grasp():
+    """The action labels on random scenes: the expert's chunk from the rendered state; the
+    odd scenes put the TCP around the apple, where an unseen apple is hardest to reach."""
+    import mujoco
+    scenes = train.RandomScenes(seed=7)
+    images, aux, q, chunks, phases = scenes.sample(8)
+    assert images.shape[0] == aux.shape[0] == q.shape[0] == chunks.shape[0] == len(phases) == 8
+    sim = scenes.sim
+    d = mujoco.MjData(sim.model)
+    for i in range(8):
+        d.qpos[:6] = q[i, :6].numpy()
+        mujoco.mj_kinematics(sim.model, d)
+        apple = aux[i, :3].numpy() + [0, 0, train.TABLE_Z]
+        assert np.allclose(chunks[i, 0], q[i], atol=0.15)          # a chunk starts where the arm is
+        if i % 2:
+            assert np.linalg.norm(d.site('tcp').xpos[:2] - apple[:2]) < 0.1
+            assert dataset.PHASES[phases[i]] in ('reach', 'descend', 'close')
+        if dataset.PHASES[phases[i]] in ('reach', 'descend'):
+            assert chunks[i, -1, 6] >= q[i, 6] - 1e-6                   # opening, never closing
