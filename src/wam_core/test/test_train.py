@@ -142,3 +142,33 @@ def test_random_scenes_carry_expert_chunks_for_the_approach_and_grasp():
             assert dataset.PHASES[phases[i]] in ('reach', 'descend', 'close')
         if dataset.PHASES[phases[i]] in ('reach', 'descend'):
             assert chunks[i, -1, 6] >= q[i, 6] - 1e-6                   # opening, never closing
+
+
+def test_phase_errors_are_zero_for_the_expert_and_grow_with_a_joint_offset(tiny_dataset):
+    from wam_core.diagnose import phase_errors
+    manifest, episodes = dataset.load(tiny_dataset)
+    label = {}
+
+    def expert(image, q, phase):       # the recorded label for this frame
+        return label['chunk']
+
+    def run(offset):
+        def predict(image, q, phase):
+            return expert(image, q, phase) + offset
+        out = {}
+        for ep in episodes:
+            # phase_errors walks frames in order; hand it each frame's own label
+            ticks = iter(ep['frame_tick'][::3])
+
+            def labelled(image, q, phase, ticks=ticks, ep=ep):
+                label['chunk'] = ep['chunks'][int(next(ticks))]
+                return predict(image, q, phase)
+            for p, r in phase_errors(labelled, [ep], manifest['phases']).items():
+                out.setdefault(p, []).append(r)
+        return out
+    exact = run(0.0)
+    assert {'reach', 'close', 'retreat'} <= set(exact)
+    assert all(r['tcp_cm_mean'] < 1e-6 and r['gripper_mm_mean'] < 1e-6 for rs in exact.values() for r in rs)
+    shifted = run(np.array([0.1, 0, 0, 0, 0, 0, 0.005]))      # 0.1 rad at the base: ~5 cm at the TCP
+    assert all(2.0 < r['tcp_cm_mean'] < 10.0 and abs(r['gripper_mm_mean'] - 5.0) < 1e-3
+               for rs in shifted.values() for r in rs)
