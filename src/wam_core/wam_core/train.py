@@ -8,9 +8,11 @@ from-scratch ViT where things are: the CLS token regresses the apple and fridge
 positions, and every patch token says whether the apple's (the fridge's) centre falls
 in its patch and where inside it (a cross-entropy over the patches and an offset L1,
 as in CenterNet). Dense labels locate a 5-pixel cube far faster than the global
-regression alone, which left the policy blind to where the apple is. Each sampled frame is paired
-with the joint states of the next few ticks, as in serving, where a representation
-is reused by the ticks that follow its frame. The subtask input is the embedding of
+regression alone, which left the policy blind to where the apple is. The random scenes
+that feed those losses also carry the scripted expert's chunk for their state, so the
+action expert sees thousands of apple positions, not the demonstrations' few hundred.
+Each sampled frame is paired with the joint states of the next few ticks, as in
+serving, where a representation is reused by the ticks that follow its frame. The subtask input is the embedding of
 the expert's current skill half the time and of another subtask of the plan (or
 none) otherwise: the harness advances subtasks on a timer, so the policy must not
 depend on the subtask being exact.
@@ -435,7 +437,7 @@ def main(argv=None) -> int:
     ap.add_argument('--out', default='models')
     ap.add_argument('--steps', type=int, default=2100, help='~27 min on 2 cores')
     ap.add_argument('--batch', type=int, default=24, help='demonstration frames per step (each with 4 joint states)')
-    ap.add_argument('--scenes', type=int, default=16, help='random scenes per step for the position loss')
+    ap.add_argument('--scenes', type=int, default=16, help='random scenes per step (position losses and extra action labels)')
     ap.add_argument('--lr', type=float, default=1e-3)
     ap.add_argument('--seed', type=int, default=0)
     args = ap.parse_args(argv)
