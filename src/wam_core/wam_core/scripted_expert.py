@@ -156,8 +156,7 @@ class ScriptedExpert:
         name, arm, grip_target = self.phase()
         q = self.sim.joint_positions()
         goal = q.copy()
-        if arm is not None:
-            goal[:6] = arm
+        goal[:6] = arm
         goal[6] = grip_target
         delta = goal - q
         t_arm = np.max(np.abs(delta[:6])) / ARM_SPEED
