@@ -29,15 +29,6 @@ def test_ik_reaches_a_top_down_pose():
     assert sim.data.site('tcp').xmat.reshape(3, 3)[:, 0] @ np.array([0, 0, -1.0]) > 0.99
 
 
-def _tcp_at(sim, q_arm):
-    import mujoco
-    d = mujoco.MjData(sim.model)
-    d.qpos[:] = sim.data.qpos
-    d.qpos[:6] = q_arm
-    mujoco.mj_kinematics(sim.model, d)
-    return d.site('tcp').xpos.copy()
-
-
 def test_grasp_waypoint_descends_continuously_as_the_tcp_comes_into_line():
     """A regression policy blurs a switch between waypoints; the funnel has none."""
     import math
@@ -46,6 +37,8 @@ def test_grasp_waypoint_descends_continuously_as_the_tcp_comes_into_line():
     sim = TabletopSim(render=False)
     sim.reset(11)
     sim.step(0.2)
+    from wam_core.diagnose import TcpKinematics
+    tcp_at = TcpKinematics()
     expert = se.ScriptedExpert(sim)
     apple = sim.body_position('apple')
     yaw = math.atan2(apple[1], apple[0])
@@ -55,7 +48,7 @@ def test_grasp_waypoint_descends_continuously_as_the_tcp_comes_into_line():
         mujoco.mj_forward(sim.model, sim.data)
         _name, arm, grip = expert.phase()
         assert grip == se.OPEN
-        heights.append(_tcp_at(sim, arm)[2])
+        heights.append(tcp_at(np.append(arm, se.OPEN))[2])
     heights = np.array(heights)
     assert abs(heights[0] - se.GRASP_Z) < 5e-3 and abs(heights[-1] - (se.GRASP_Z + se.PREGRASP_DZ)) < 5e-3
     assert np.all(np.diff(heights) > -1e-3), heights          # higher the further off

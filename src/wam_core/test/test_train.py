@@ -126,19 +126,17 @@ def test_dagger_rolls_out_the_policy_and_records_the_experts_labels(tmp_path):
 def test_random_scenes_carry_expert_chunks_for_the_approach_and_grasp():
     """The action labels on random scenes: the expert's chunk from the rendered state; the
     odd scenes put the TCP around the apple, where an unseen apple is hardest to reach."""
-    import mujoco
+    from wam_core.diagnose import TcpKinematics
     scenes = train.RandomScenes(seed=7)
     images, aux, q, chunks, phases = scenes.sample(8)
     assert images.shape[0] == aux.shape[0] == q.shape[0] == chunks.shape[0] == len(phases) == 8
-    sim = scenes.sim
-    d = mujoco.MjData(sim.model)
+    tcp_at = TcpKinematics()
     for i in range(8):
-        d.qpos[:6] = q[i, :6].numpy()
-        mujoco.mj_kinematics(sim.model, d)
+        tcp = tcp_at(q[i].numpy())
         apple = aux[i, :3].numpy() + [0, 0, train.TABLE_Z]
         assert np.allclose(chunks[i, 0], q[i], atol=0.15)          # a chunk starts where the arm is
         if i % 2:
-            assert np.linalg.norm(d.site('tcp').xpos[:2] - apple[:2]) < 0.1
+            assert np.linalg.norm(tcp[:2] - apple[:2]) < 0.1
             assert dataset.PHASES[phases[i]] in ('reach', 'descend', 'close')
         if dataset.PHASES[phases[i]] in ('reach', 'descend'):
             assert chunks[i, -1, 6] >= q[i, 6] - 1e-6                   # opening, never closing
@@ -147,28 +145,13 @@ def test_random_scenes_carry_expert_chunks_for_the_approach_and_grasp():
 def test_phase_errors_are_zero_for_the_expert_and_grow_with_a_joint_offset(tiny_dataset):
     from wam_core.diagnose import phase_errors
     manifest, episodes = dataset.load(tiny_dataset)
-    label = {}
-
-    def expert(image, q, phase):       # the recorded label for this frame
-        return label['chunk']
 
     def run(offset):
-        def predict(image, q, phase):
-            return expert(image, q, phase) + offset
-        out = {}
-        for ep in episodes:
-            # phase_errors walks frames in order; hand it each frame's own label
-            ticks = iter(ep['frame_tick'][::3])
-
-            def labelled(image, q, phase, ticks=ticks, ep=ep):
-                label['chunk'] = ep['chunks'][int(next(ticks))]
-                return predict(image, q, phase)
-            for p, r in phase_errors(labelled, [ep], manifest['phases']).items():
-                out.setdefault(p, []).append(r)
-        return out
+        # phase_errors visits every third frame in order: hand it each one's recorded label
+        labels = iter([ep['chunks'][int(t)] for ep in episodes for t in ep['frame_tick'][::3]])
+        return phase_errors(lambda image, q, phase: next(labels) + offset, episodes, manifest['phases'])
     exact = run(0.0)
     assert {'reach', 'close', 'retreat'} <= set(exact)
-    assert all(r['tcp_cm_mean'] < 1e-6 and r['gripper_mm_mean'] < 1e-6 for rs in exact.values() for r in rs)
+    assert all(r['tcp_cm_mean'] < 1e-6 and r['gripper_mm_mean'] < 1e-6 for r in exact.values())
     shifted = run(np.array([0.1, 0, 0, 0, 0, 0, 0.005]))      # 0.1 rad at the base: ~5 cm at the TCP
-    assert all(2.0 < r['tcp_cm_mean'] < 10.0 and abs(r['gripper_mm_mean'] - 5.0) < 1e-3
-               for rs in shifted.values() for r in rs)
+    assert all(2.0 < r['tcp_cm_mean'] < 10.0 and abs(r['gripper_mm_mean'] - 5.0) < 1e-3 for r in shifted.values())
