@@ -238,7 +238,7 @@ class ActionExpertNode(LifecycleNode):
             level, message = rc.WARN, f'representations at {rep_rate:.1f} Hz, expected {rep_hz:.0f} Hz'
         values = [('world version accepted', self.world_version), ('active subtask', self.subtask_text),
                   ('ticks', t.ticks), ('chunks', t.chunks),
-                  ('degraded ticks', t.degraded_ticks), ('kv prepares', t.prepares),
+                  ('degraded ticks', t.degraded_ticks), ('scene prepares', t.prepares),
                   ('cache hit rate', hits / total if total else float('nan')),
                   ('chunk rate Hz', out_rate), ('expected chunk Hz', hz),
                   ('joint_states rate Hz', js_rate), ('expected joint_states Hz', js_hz),

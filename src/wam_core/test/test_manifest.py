@@ -62,4 +62,4 @@ def test_manifest_entry_cannot_escape_the_directory(models, tmp_path):
     json.dump(doc, open(os.path.join(d, 'manifest.json'), 'w'))
     with pytest.raises(ManifestError, match='outside'):
         verify_manifest(d)
-    assert read_manifest(models['action_dir']).name == 'wam-action-xattn'
+    assert read_manifest(models['action_dir']).name == 'wam-action-object-mlp'

@@ -84,7 +84,7 @@ def _ticker(experts, clock_cache):
     return t
 
 
-def test_tick_produces_a_chunk_and_reuses_kv(experts):
+def test_tick_produces_a_chunk_and_reuses_the_prepared_scene(experts):
     world, action, _ = experts
     cache = InProcessCache(8, 1000, world.version)      # TTL out of the way: this is about K/V reuse
     e = cache.put('ab' * 16, time.time_ns(), world.encode(SyntheticScene(128).frame(0)))

@@ -1,7 +1,8 @@
 """Action-expert serving logic: one 50 Hz tick against the representation cache.
 
 Per tick: read the newest usable representation (version, TTL, seqlock), reuse
-its cross-attention K/V if it is the one already prepared, decode a chunk from
+its prepared scene state (the object positions the action expert reads off it) if
+it is the one already prepared, decode a chunk from
 the latest joint state and subtask vector. When nothing usable is there, the tick
 degrades to a *hold* at the current joint positions and says why. Never waits for
 the world expert; buffers are allocated once.
@@ -57,11 +58,11 @@ class ActionTicker:
         self._subtask = torch.zeros(1, subtask_dim, dtype=dtype)
         self._joint_np: Optional[np.ndarray] = None
         self._descriptor: Optional[Descriptor] = None
-        self._kv = None
-        self._kv_key = ''
+        self._scene = None
+        self._scene_key = ''
         self.ticks = 0
         self.chunks = 0
-        self.prepares = 0                      # K/V computations (once per representation)
+        self.prepares = 0                      # scene-state computations (once per representation)
         self.degraded: Dict[str, int] = {}
 
     # inputs ----------------------------------------------------------------
@@ -106,20 +107,20 @@ class ActionTicker:
         stages['cache_read'] = (t1 - t0) * 1e3
         if not res.ok:
             return self._degrade(res.reason, stages)
-        fresh = res.entry.key != self._kv_key
+        fresh = res.entry.key != self._scene_key
         if fresh:
-            # Zero-copy: K/V are computed straight from the cache's buffer, then the
+            # Zero-copy: the scene state is computed straight from the cache's buffer, then the
             # seqlock is re-checked so a slot rewritten meanwhile is never used.
             rep = torch.from_numpy(res.array).unsqueeze(0)
-            kv = self.model.prepare(rep if rep.dtype == self._dtype else rep.to(self._dtype))
+            scene = self.model.prepare(rep if rep.dtype == self._dtype else rep.to(self._dtype))
             if not res.still_valid():
-                self._kv_key = ''
+                self._scene_key = ''
                 return self._degrade('torn', stages)
-            self._kv, self._kv_key = kv, res.entry.key
+            self._scene, self._scene_key = scene, res.entry.key
             self.prepares += 1
             stages['prepare'] = (time.perf_counter() - t1) * 1e3
         t2 = time.perf_counter()
-        out = self.model.decode(self._kv, self._joint, self._subtask)[0]
+        out = self.model.decode(self._scene, self._joint, self._subtask)[0]
         positions = out.float().numpy()
         t3 = time.perf_counter()
         stages['forward'] = (t3 - t2) * 1e3
@@ -134,6 +135,6 @@ class ActionTicker:
         """n full passes on a synthetic representation (not counted as ticks)."""
         rep = torch.zeros((1,) + tuple(repr_shape), dtype=self._dtype)
         with torch.inference_mode():
-            kv = self.model.prepare(rep)
+            scene = self.model.prepare(rep)
             for _ in range(n):
-                self.model.decode(kv, self._joint, self._subtask)
+                self.model.decode(scene, self._joint, self._subtask)

@@ -32,7 +32,7 @@ class PolicyDriver:
         self.policy = policy
         self.rng = np.random.default_rng(seed + 104729)
         self.beta, self.render_every = beta, render_every
-        self.tick, self.kv, self.expert_stretch = 0, None, False
+        self.tick, self.scene, self.expert_stretch = 0, None, False
 
     @torch.inference_mode()
     def __call__(self, sim):
@@ -40,11 +40,11 @@ class PolicyDriver:
         self.tick += 1
         if tick % STRETCH_TICKS == 0:
             self.expert_stretch = tick > 0 and self.rng.random() < self.beta
-        if tick % self.render_every == 0 or self.kv is None:
-            self.kv = self.policy.encode(sim.render())
+        if tick % self.render_every == 0 or self.scene is None:
+            self.scene = self.policy.encode(sim.render())
         if self.expert_stretch:
             return None
-        return self.policy.decode(self.kv, sim.joint_positions(), tick * self.policy.period_s)
+        return self.policy.decode(self.scene, sim.joint_positions(), tick * self.policy.period_s)
 
 
 def main(argv=None) -> int:

@@ -22,7 +22,7 @@ from .manifest import write_manifest
 from .world_expert import default_world_config
 
 WORLD_NAME = 'wam-world-vit-tiny'
-ACTION_NAME = 'wam-action-xattn'
+ACTION_NAME = 'wam-action-object-mlp'
 
 
 def write_default_models(out: str, seed: int = 0, joints: int = len(DEFAULT_JOINT_NAMES)) -> dict:

@@ -5,7 +5,8 @@
 On held-out demonstration frames (every 20th episode, as training holds them out) the
 experts get the recorded frame, joint state and the subtask of the expert's phase; the
 TCP position of the predicted chunk's last point (forward kinematics of the sim's arm)
-is compared with that of the expert's chunk, and so is the gripper target. Teacher
+is compared with that of the expert's chunk, and so is the gripper target; the
+object positions the action expert read off the frame are compared with the true ones. Teacher
 forcing isolates imitation error from compounding: a phase missed by several
 centimetres here is missed in closed loop too.
 """
@@ -38,24 +39,42 @@ class TcpKinematics:
         return self._data.site('tcp').xpos.copy()
 
 
+def _frames(episodes: List[dict], phases: List[str], every: int):
+    """(episode, frame index, its tick, the expert's phase there) for every ``every``-th frame."""
+    for ep in episodes:
+        for f in range(0, len(ep['frame_tick']), every):
+            t = int(ep['frame_tick'][f])
+            yield ep, f, t, phases[int(ep['phase'][t])]
+
+
 def phase_errors(predict: Callable, episodes: List[dict], phases: List[str], every: int = 3) -> Dict[str, dict]:
     """predict(image, joint_state, phase_name) -> chunk [H, 7] on every ``every``-th frame.
     Returns {phase: {'n', 'tcp_cm_mean', 'tcp_cm_p90', 'gripper_mm_mean'}} for the phases seen."""
     fk = TcpKinematics()
     tcp: Dict[str, list] = {}
     grip: Dict[str, list] = {}
-    for ep in episodes:
-        for f in range(0, len(ep['frame_tick']), every):
-            t = int(ep['frame_tick'][f])
-            name = phases[int(ep['phase'][t])]
-            pred = np.asarray(predict(ep['images'][f], ep['joint_positions'][t], name))
-            label = ep['chunks'][t]
-            tcp.setdefault(name, []).append(np.linalg.norm(fk(pred[-1]) - fk(label[-1])))
-            grip.setdefault(name, []).append(abs(pred[-1, 6] - label[-1, 6]))
+    for ep, f, t, name in _frames(episodes, phases, every):
+        pred = np.asarray(predict(ep['images'][f], ep['joint_positions'][t], name))
+        label = ep['chunks'][t]
+        tcp.setdefault(name, []).append(np.linalg.norm(fk(pred[-1]) - fk(label[-1])))
+        grip.setdefault(name, []).append(abs(pred[-1, 6] - label[-1, 6]))
     return {p: {'n': len(tcp[p]), 'tcp_cm_mean': 100 * float(np.mean(tcp[p])),
                 'tcp_cm_p90': 100 * float(np.percentile(tcp[p], 90)),
                 'gripper_mm_mean': 1000 * float(np.mean(grip[p]))}
             for p in phases if p in tcp}
+
+
+def object_errors(estimate: Callable, episodes: List[dict], phases: List[str], every: int = 3) -> Dict[str, dict]:
+    """estimate(image) -> apple xyz, fridge xy [5] (m, base frame) on every ``every``-th frame.
+    Returns {phase: {'apple_cm_mean', 'fridge_cm_mean'}}: how well the world expert sees."""
+    apple: Dict[str, list] = {}
+    fridge: Dict[str, list] = {}
+    for ep, f, t, name in _frames(episodes, phases, every):
+        est = np.asarray(estimate(ep['images'][f]))
+        apple.setdefault(name, []).append(np.linalg.norm(est[:3] - ep['apple'][t]))
+        fridge.setdefault(name, []).append(np.linalg.norm(est[3:5] - ep['fridge']))
+    return {p: {'apple_cm_mean': 100 * float(np.mean(apple[p])), 'fridge_cm_mean': 100 * float(np.mean(fridge[p]))}
+            for p in phases if p in apple}
 
 
 def main(argv=None) -> int:
@@ -83,11 +102,17 @@ def main(argv=None) -> int:
         joint = torch.from_numpy(np.asarray(q, dtype=np.float32))[None].to(policy.dtype)
         return policy.action.decode(policy.encode(image), joint, sub)[0].float().numpy()
 
+    @torch.inference_mode()
+    def estimate(image):
+        return policy.encode(image).objects[0].float().numpy()
+
     result = phase_errors(predict, held_out, manifest['phases'])
+    seen = object_errors(estimate, held_out, manifest['phases'])
     print(f'{policy.world.version}: {len(held_out)} held-out episodes, teacher-forced')
-    print(f"{'phase':10}{'frames':>8}{'TCP cm':>9}{'p90':>7}{'gripper mm':>12}")
+    print(f"{'phase':10}{'frames':>8}{'TCP cm':>9}{'p90':>7}{'gripper mm':>12}{'apple cm':>10}{'fridge cm':>11}")
     for p, r in result.items():
-        print(f"{p:10}{r['n']:>8}{r['tcp_cm_mean']:>9.2f}{r['tcp_cm_p90']:>7.2f}{r['gripper_mm_mean']:>12.1f}")
+        print(f"{p:10}{r['n']:>8}{r['tcp_cm_mean']:>9.2f}{r['tcp_cm_p90']:>7.2f}{r['gripper_mm_mean']:>12.1f}"
+              f"{seen[p]['apple_cm_mean']:>10.2f}{seen[p]['fridge_cm_mean']:>11.2f}")
     return 0
 
 

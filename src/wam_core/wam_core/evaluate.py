@@ -90,9 +90,9 @@ class Policy:
         rep = torch.from_numpy(self.world.encode(frame)).unsqueeze(0).to(self.dtype)
         return self.action.prepare(rep)
 
-    def decode(self, kv, q: np.ndarray, elapsed: float) -> np.ndarray:
+    def decode(self, scene, q: np.ndarray, elapsed: float) -> np.ndarray:
         joint = torch.from_numpy(q.astype(np.float32))[None].to(self.dtype)
-        return self.action.decode(kv, joint, self.subtask(elapsed))[0].float().numpy()
+        return self.action.decode(scene, joint, self.subtask(elapsed))[0].float().numpy()
 
 
 @torch.inference_mode()
@@ -107,7 +107,7 @@ def run_episode(sim: TabletopSim, policy: Policy, seed: int, mode: str = 'direct
     res = EpisodeResult(seed, False, None)
     watch = SuccessWatch()
     tracker = CommandTracker()
-    frame, next_frame, kv = None, t0, None
+    frame, next_frame, scene = None, t0, None
     while sim.time - t0 < max_s:
         now = sim.time
         new_frame = now >= next_frame - 1e-9
@@ -118,10 +118,10 @@ def run_episode(sim: TabletopSim, policy: Policy, seed: int, mode: str = 'direct
         tic = time.perf_counter()
         if mode == 'direct':
             if new_frame:
-                kv = policy.encode(frame)
+                scene = policy.encode(frame)
         else:
-            kv = policy.encode(frame)           # the world expert inside every tick
-        chunk = policy.decode(kv, q, now - t0)
+            scene = policy.encode(frame)           # the world expert inside every tick
+        chunk = policy.decode(scene, q, now - t0)
         compute = time.perf_counter() - tic
         res.compute_ms.append(compute * 1e3)
         res.ticks += 1

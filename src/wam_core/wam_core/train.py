@@ -1,21 +1,27 @@
-"""Behaviour cloning: train the world expert (ViT) and the action expert jointly.
+"""Behaviour cloning: train the world expert (ViT) and the action expert from demonstrations.
 
-    python -m wam_core.train --data datasets/pick_place --out models [--steps 3000] [--seed 0]
+    python -m wam_core.train --data datasets/pick_place --out models [--steps 2600] [--seed 0]
 
-The loss is an L1 over the whole action chunk (as in ACT), expressed as targets
-relative to the current joint positions, plus two auxiliary losses that teach a
-from-scratch ViT where things are: the CLS token regresses the apple and fridge
-positions, and every patch token says whether the apple's (the fridge's) centre falls
-in its patch and where inside it (a cross-entropy over the patches and an offset L1,
-as in CenterNet). Dense labels locate a 5-pixel cube far faster than the global
-regression alone, which left the policy blind to where the apple is. The random scenes
-that feed those losses also carry the scripted expert's chunk for their state, so the
-action expert sees thousands of apple positions, not the demonstrations' few hundred.
-Each sampled frame is paired with the joint states of the next few ticks, as in
-serving, where a representation is reused by the ticks that follow its frame. The subtask input is the embedding of
-the expert's current skill half the time and of another subtask of the plan (or
-none) otherwise: the harness advances subtasks on a timer, so the policy must not
-depend on the subtask being exact.
+Two stages, each training the part of the action expert that sits on its side of the
+serving cache (see ``action_expert``):
+
+1. World expert + object head (``--steps``). On demonstration frames and on freshly
+   rendered random scenes, the ViT's CLS token, through the action expert's object
+   head, regresses the apple and fridge positions (L1). A training-only patch head
+   adds dense labels -- every patch token says whether the apple's (the fridge's) centre
+   falls in it and where (cross-entropy over patches plus an offset L1, as in
+   CenterNet) -- which locate a 5-pixel cube far faster than the global regression alone.
+   Random scenes teach where things are rather than which of the few hundred
+   demonstration scenes this is, which a ViT otherwise memorises.
+2. Action expert (``--action-steps``). An L1 over the whole chunk (as in ACT) against
+   the scripted expert's chunk on every demonstration tick, plus the random scenes'
+   states labelled by the expert. The object inputs are the trained world expert's
+   estimates from the tick's latest frame (or one a few ticks older, as in serving,
+   where a representation serves the ticks after its frame) half the time, and the
+   true positions with 4 mm noise otherwise, so the policy is cloned on the errors it
+   will see. The subtask input is the embedding of the expert's current skill half the
+   time and of another subtask of the plan (or none) otherwise: the harness advances
+   subtasks on a timer, so the policy must not depend on the subtask being exact.
 
 Deterministic given the seed and thread count. Writes both experts with manifests
 into ``out`` (replacing the defaults), a reference sample for the load test, the
@@ -89,8 +95,12 @@ class RandomScenes:
         q = self.home.copy()
         if near_apple:
             apple = sim.body_position('apple')
-            r, a = rng.uniform(0.0, 0.05), rng.uniform(-np.pi, np.pi)     # denser near the apple
-            target = [apple[0] + r * np.cos(a), apple[1] + r * np.sin(a), GRASP_Z + rng.uniform(0.0, 0.14)]
+            # half within 5 cm (the grasp), half 5-25 cm away and up to 25 cm above (the
+            # approach, where the gripper passes over the apple in the camera's view)
+            grasp = rng.random() < 0.5
+            r, a = rng.uniform(0.0, 0.05) if grasp else rng.uniform(0.05, 0.25), rng.uniform(-np.pi, np.pi)
+            dz = rng.uniform(0.0, 0.14) if grasp else rng.uniform(0.0, 0.25)
+            target = [apple[0] + r * np.cos(a), apple[1] + r * np.sin(a), GRASP_Z + dz]
             yaw = np.arctan2(apple[1], apple[0]) + rng.uniform(-0.3, 0.3)
             # via a point above: from the home pose, a low target can trap the IK in a fold
             q[:6] = solve_ik(sim, [target[0], target[1], GRASP_Z + 0.16], yaw, q)
@@ -126,7 +136,9 @@ class RandomScenes:
 
 
 class Batches:
-    """Samples (frame, following joint state, chunk, subtask, aux target) from episodes in memory."""
+    """Demonstration samples from episodes in memory: frames with their object positions
+    (world expert), and control ticks with the joint state, the expert's chunk, the
+    subtask and the object positions (action expert)."""
 
     def __init__(self, episodes: List[dict], phase_skill: Dict[str, str], phases: List[str],
                  skill_text: Dict[str, str], subtask_vectors: Dict[str, np.ndarray], seed: int):
@@ -134,7 +146,14 @@ class Batches:
         self.images = torch.from_numpy(np.concatenate([e['images'] for e in episodes]))      # [F,S,S,3] uint8
         self.frame_ep = np.concatenate([np.full(len(e['images']), i) for i, e in enumerate(episodes)])
         self.frame_tick = np.concatenate([e['frame_tick'] for e in episodes])
+        self.frame_objects = np.concatenate([np.concatenate([e['apple'][e['frame_tick']],
+                                                             np.tile(e['fridge'], (len(e['frame_tick']), 1))], 1)
+                                             for e in episodes]).astype(np.float32)
         self.episodes = episodes
+        # per tick: its episode's first frame index and the frame ticks, to find the latest frame
+        self.first_frame = np.cumsum([0] + [len(e['images']) for e in episodes])[:-1]
+        self.tick_ep = np.concatenate([np.full(len(e['chunks']), i) for i, e in enumerate(episodes)])
+        self.tick_t = np.concatenate([np.arange(len(e['chunks'])) for e in episodes])
         texts = list(skill_text.values())
         self.vectors = np.stack([subtask_vectors[t] for t in texts] + [np.zeros_like(subtask_vectors[texts[0]])])
         text_index = {t: i for i, t in enumerate(texts)}
@@ -143,21 +162,29 @@ class Batches:
     def __len__(self) -> int:
         return len(self.frame_ep)
 
-    def sample(self, batch: int, per_frame: int):
+    def frames(self, batch: int):
+        """(images [B,S,S,3] uint8, object positions [B,5]) for random demonstration frames."""
         f = self.rng.integers(0, len(self), batch)
-        images = self.images[torch.from_numpy(f)]
-        q, chunk, sub, aux = [], [], [], []
-        for fi in f:
-            ep = self.episodes[self.frame_ep[fi]]
-            t_last = len(ep['chunks']) - 1
-            aux.append(np.concatenate([ep['apple'][self.frame_tick[fi]], ep['fridge']]))
-            for _ in range(per_frame):
-                j = min(int(self.frame_tick[fi]) + int(self.rng.integers(0, STATE_LAG_TICKS)), t_last)
-                q.append(ep['joint_positions'][j])
-                chunk.append(ep['chunks'][j])
-                sub.append(ep['phase'][j])
-        t = lambda a: torch.from_numpy(np.asarray(a, dtype=np.float32))  # noqa: E731
-        return images, t(q), t(chunk), self.subtasks(sub), t(aux)
+        return self.images[torch.from_numpy(f)], torch.from_numpy(self.frame_objects[f])
+
+    def ticks(self, batch: int, predicted: Optional[np.ndarray] = None):
+        """(joint states, true object positions, the world expert's estimate from the
+        latest frame up to STATE_LAG_TICKS before the tick -- as in serving, where a
+        representation serves the ticks after its frame --, chunks, subtask vectors).
+        Without ``predicted`` the estimate is the true positions."""
+        k = self.rng.integers(0, len(self.tick_ep), batch)
+        q, true, est, chunk, phase = [], [], [], [], []
+        for ei, t in zip(self.tick_ep[k], self.tick_t[k]):
+            ep = self.episodes[ei]
+            lag = int(self.rng.integers(0, STATE_LAG_TICKS))
+            f = max(0, int(np.searchsorted(ep['frame_tick'], t - lag, side='right')) - 1)
+            q.append(ep['joint_positions'][t])
+            true.append(np.concatenate([ep['apple'][t], ep['fridge']]))
+            est.append(true[-1] if predicted is None else predicted[self.first_frame[ei] + f])
+            chunk.append(ep['chunks'][t])
+            phase.append(ep['phase'][t])
+        t_ = lambda a: torch.from_numpy(np.asarray(a, dtype=np.float32))  # noqa: E731
+        return t_(q), t_(true), t_(est), t_(chunk), self.subtasks(phase)
 
     def subtasks(self, phases) -> torch.Tensor:
         """Subtask vectors for expert phases: the phase's own half the time, else another
@@ -172,27 +199,34 @@ def pixels(images_u8: torch.Tensor) -> torch.Tensor:
     return images_u8.permute(0, 3, 1, 2).float() * (2.0 / 255.0) - 1.0
 
 
-class Policy(nn.Module):
+class WorldTrainer(nn.Module):
+    """The world expert with the action expert's object head, plus a training-only patch head."""
+
     def __init__(self, world: ViTModel, action: ActionExpert):
         super().__init__()
         self.world, self.action = world, action
-        self.aux = nn.Linear(world.config.hidden_size, 5)     # apple xyz, fridge xy (training only)
         # per patch: apple and fridge "centre here" logits, then their (col, row) offsets in the patch
         self.patch_head = nn.Linear(world.config.hidden_size, 6)
 
-    def forward(self, images_u8, q, subtask, per_frame: int, extra_u8=None, extra_q=None, extra_subtask=None):
-        """Chunks for images_u8 (each with per_frame joint states) followed by those for
-        extra_u8 (one joint state each, when given); aux positions and patch outputs for
-        images_u8 followed by extra_u8 (the random scenes)."""
-        n = images_u8.shape[0]
-        both = images_u8 if extra_u8 is None else torch.cat([images_u8, extra_u8])
-        rep = self.world(pixel_values=pixels(both)).last_hidden_state
-        aux = self.aux(rep[:, 0])
-        patches = self.patch_head(rep[:, 1:])
-        pred = self.action(rep[:n].repeat_interleave(per_frame, 0), q, subtask)
-        if extra_q is not None:
-            pred = torch.cat([pred, self.action(rep[n:], extra_q, extra_subtask)])
-        return pred, aux, patches
+    def forward(self, images_u8):
+        rep = self.world(pixel_values=pixels(images_u8)).last_hidden_state
+        return self.action.objects(rep), self.patch_head(rep[:, 1:])
+
+
+@torch.no_grad()
+def estimate_objects(world: ViTModel, action: ActionExpert, images_u8: torch.Tensor, batch: int = 128,
+                     progress: bool = False) -> np.ndarray:
+    """The trained experts' object positions [F, 5] for every frame: the inputs the action
+    expert gets in serving, errors included."""
+    from tqdm import tqdm
+    world.eval()
+    out = []
+    for i in tqdm(range(0, len(images_u8), batch), desc='object estimates', unit='batch', disable=not progress,
+                  file=sys.stderr):
+        rep = world(pixel_values=pixels(images_u8[i:i + batch])).last_hidden_state
+        out.append(action.objects(rep).numpy())
+    world.train()
+    return np.concatenate(out).astype(np.float32)
 
 
 def patch_targets(aux_target: torch.Tensor, image_size: int, patch: int):
@@ -226,12 +260,14 @@ def apple_pixel_error(patches: torch.Tensor, index: torch.Tensor, offset: torch.
     return float((pred - true).norm(dim=1).mean() * patch)
 
 
-def losses(pred, chunk, aux_pred, aux_target):
+def action_l1(pred: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
     w = torch.ones(pred.shape[-1])
     w[-1] = GRIPPER_WEIGHT
-    act = ((pred - chunk).abs() * w).mean()
-    aux = (aux_pred - aux_target).abs().mean() * 10.0        # metres -> ~decimetres
-    return act, aux
+    return ((pred - chunk).abs() * w).mean()
+
+
+def object_l1(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    return (pred - target).abs().mean() * 10.0        # metres -> decimetres
 
 
 def load_datasets(data: str, max_episodes: Optional[int] = None) -> tuple:
@@ -252,9 +288,27 @@ def load_datasets(data: str, max_episodes: Optional[int] = None) -> tuple:
     return manifest, episodes
 
 
-def train(data: str, out: str, steps: int = 2100, batch: int = 24, per_frame: int = 4, lr: float = 1e-3,
-          seed: int = 0, progress: bool = True, log_every: int = 25, val_every: int = 250,
-          max_episodes: Optional[int] = None, scenes: int = 16, init: str = '') -> dict:
+def _optimizer(module: nn.Module, lr: float, steps: int):
+    decay = [p for p in module.parameters() if p.ndim >= 2 and p.requires_grad]
+    no_decay = [p for p in module.parameters() if p.ndim < 2 and p.requires_grad]
+    opt = torch.optim.AdamW([{'params': decay, 'weight_decay': 0.05}, {'params': no_decay, 'weight_decay': 0.0}],
+                            lr=lr, betas=(0.9, 0.95))
+    warmup = max(1, min(200, steps // 10))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup) * (
+        0.05 + 0.95 * 0.5 * (1 + np.cos(np.pi * min(1.0, s / max(1, steps))))))
+    return opt, sched
+
+
+def train(data: str, out: str, steps: int = 2600, batch: int = 24, lr: float = 1e-3, seed: int = 0,
+          progress: bool = True, log_every: int = 25, val_every: int = 250, max_episodes: Optional[int] = None,
+          scenes: int = 16, init: str = '', action_steps: int = 6000, action_batch: int = 512,
+          action_lr: float = 1e-3) -> dict:
+    """Stage 1 (``steps``): the world expert and the object head learn where the objects
+    are, on demonstration frames and freshly rendered random scenes. Stage 2
+    (``action_steps``): the action expert clones the scripted expert's chunks on every
+    demonstration tick (and the random scenes' states), from the object positions the
+    trained world expert estimates on the tick's latest frame half the time and from
+    the true positions with 4 mm noise otherwise."""
     from tqdm import tqdm
     torch.manual_seed(seed)
     np.random.seed(seed)
@@ -280,71 +334,105 @@ def train(data: str, out: str, steps: int = 2100, batch: int = 24, per_frame: in
         world = ViTModel(default_world_config(), add_pooling_layer=False)
         action = ActionExpert(ActionExpertConfig(repr_dim=world.config.hidden_size, num_joints=len(JOINT_NAMES),
                                                  delta_scale=default_delta_scale(JOINT_NAMES)))
-    policy = Policy(world, action)
-    decay = [p for n, p in policy.named_parameters() if p.ndim >= 2]
-    no_decay = [p for n, p in policy.named_parameters() if p.ndim < 2]
-    opt = torch.optim.AdamW([{'params': decay, 'weight_decay': 0.05}, {'params': no_decay, 'weight_decay': 0.0}],
-                            lr=lr, betas=(0.9, 0.95))
-    warmup = max(1, min(200, steps // 10))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup) * (
-        0.05 + 0.95 * 0.5 * (1 + np.cos(np.pi * min(1.0, s / max(1, steps))))))
-    val_fixed = val_b.sample(64, per_frame)
-    random_scenes = RandomScenes(seed) if scenes > 0 else None
-    val_scenes = RandomScenes(seed + 99).sample(64)[:2] if scenes > 0 else None
+    trainer = WorldTrainer(world, action)
     size, patch = world.config.image_size, world.config.patch_size
-
-    def evaluate():
-        """(action L1 on held-out episodes, object-position L1 and apple pixel error on
-        unseen random scenes)."""
-        policy.eval()
-        with torch.no_grad():
-            pred, aux, _ = policy(val_fixed[0], val_fixed[1], val_fixed[3], per_frame)
-            act, _ = losses(pred, val_fixed[2], aux, val_fixed[4])
-            scene_aux = apple_px = float('nan')
-            if val_scenes is not None:
-                _, aux_s, patches_s = policy(val_scenes[0][:0], val_fixed[1][:0], val_fixed[3][:0], per_frame,
-                                             val_scenes[0])
-                scene_aux = float((aux_s - val_scenes[1]).abs().mean() * 10.0)
-                apple_px = apple_pixel_error(patches_s, *patch_targets(val_scenes[1], size, patch), patch)
-        policy.train()
-        return float(act), scene_aux, apple_px
-
     log: List[dict] = []
     t0 = time.perf_counter()
-    run_act = run_aux = None
-    bar = tqdm(range(steps), desc='training', unit='step', disable=not progress, file=sys.stderr)
+
+    # ---- stage 1: where the objects are ----------------------------------------------
+    world_params = list(world.parameters()) + list(action.object_head.parameters()) + \
+        list(trainer.patch_head.parameters())
+    opt, sched = _optimizer(nn.ParameterList(world_params), lr, steps)
+    val_frames = val_b.frames(64)
+    random_scenes = RandomScenes(seed) if scenes > 0 else None
+    val_scenes = RandomScenes(seed + 99).sample(64)[:2] if scenes > 0 else val_frames
+    scene_states: List[tuple] = []        # (q, true objects, chunk, phase) of the rendered scenes
+
+    def evaluate_world():
+        """(object L1 on held-out frames, on unseen random scenes (dm); apple pixel error there)."""
+        trainer.eval()
+        with torch.no_grad():
+            frames_l1 = float(object_l1(trainer(val_frames[0])[0], val_frames[1]))
+            objects, patches = trainer(val_scenes[0])
+            scene_l1 = float(object_l1(objects, val_scenes[1]))
+            apple_px = apple_pixel_error(patches, *patch_targets(val_scenes[1], size, patch), patch)
+        trainer.train()
+        return frames_l1, scene_l1, apple_px
+
+    run_obj = None
+    bar = tqdm(range(steps), desc='world expert', unit='step', disable=not progress, file=sys.stderr)
     for step in bar:
-        images, q, chunk, sub, aux_t = train_b.sample(batch, per_frame)
-        extra = extra_q = extra_sub = None
+        images, obj_t = train_b.frames(batch)
         if random_scenes is not None:
             extra, extra_t, extra_q, extra_chunk, extra_phase = random_scenes.sample(scenes)
-            aux_t = torch.cat([aux_t, extra_t])
-            chunk = torch.cat([chunk, extra_chunk])
-            extra_sub = train_b.subtasks(extra_phase)
-        pred, aux, patches = policy(images, q, sub, per_frame, extra, extra_q, extra_sub)
-        act, aux_l = losses(pred, chunk, aux, aux_t)
-        loss = act + AUX_WEIGHT * aux_l + PATCH_WEIGHT * patch_loss(patches, *patch_targets(aux_t, size, patch))
+            scene_states.append((extra_q, extra_t, extra_chunk, extra_phase))
+            images, obj_t = torch.cat([images, extra]), torch.cat([obj_t, extra_t])
+        objects, patches = trainer(images)
+        obj = object_l1(objects, obj_t)
+        loss = AUX_WEIGHT * obj + PATCH_WEIGHT * patch_loss(patches, *patch_targets(obj_t, size, patch))
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(world_params, 1.0)
         opt.step()
         sched.step()
-        a_val, x_val = act.item(), aux_l.item()
-        run_act = a_val if run_act is None else 0.95 * run_act + 0.05 * a_val
-        run_aux = x_val if run_aux is None else 0.95 * run_aux + 0.05 * x_val
+        run_obj = obj.item() if run_obj is None else 0.95 * run_obj + 0.05 * obj.item()
         if step % log_every == 0 or step == steps - 1:
-            row = {'step': step, 'action_l1': a_val, 'aux_l1': x_val, 'lr': sched.get_last_lr()[0],
+            row = {'stage': 'world', 'step': step, 'object_l1': obj.item(), 'lr': sched.get_last_lr()[0],
                    'seconds': round(time.perf_counter() - t0, 1)}
             if step % val_every == 0 or step == steps - 1:
-                row['val_action_l1'], row['val_scene_aux_l1'], row['val_scene_apple_px'] = evaluate()
+                row['val_object_l1'], row['val_scene_object_l1'], row['val_scene_apple_px'] = evaluate_world()
+                bar.set_postfix(obj=f'{run_obj:.3f}', val=f"{row['val_object_l1']:.3f}",
+                                scene=f"{row['val_scene_object_l1']:.3f}", px=f"{row['val_scene_apple_px']:.1f}")
             log.append(row)
-            last = next((r for r in reversed(log) if 'val_action_l1' in r), {})
-            bar.set_postfix(l1=f'{run_act:.4f}', aux=f'{run_aux:.3f}', val=f"{last.get('val_action_l1', 0):.4f}",
-                            scene=f"{last.get('val_scene_aux_l1', 0):.3f}", px=f"{last.get('val_scene_apple_px', 0):.1f}")
+
+    # ---- stage 2: behaviour cloning of the chunks -------------------------------------
+    train_est = estimate_objects(world, action, train_b.images, progress=progress)
+    val_est = estimate_objects(world, action, val_b.images)
+    val_ticks = val_b.ticks(512, val_est)
+    if scene_states:
+        scene_q, scene_obj, scene_chunk = (torch.cat([s[i] for s in scene_states]) for i in range(3))
+        scene_phase = np.concatenate([s[3] for s in scene_states])
+    policy_params = [p for n, p in action.named_parameters() if not n.startswith('object_head.')]
+    opt, sched = _optimizer(nn.ParameterList(policy_params), action_lr, action_steps)
+    gen = torch.Generator().manual_seed(seed)
+
+    def evaluate_action() -> float:
+        """Action L1 on held-out episodes, from the world expert's estimates."""
+        action.eval()
+        with torch.no_grad():
+            q, _, est, chunk, sub = val_ticks
+            l1 = float(action_l1(action.act(est, q, sub), chunk))
+        action.train()
+        return l1
+
+    n_scene = action_batch // 8 if scene_states else 0
+    bar = tqdm(range(action_steps), desc='action expert', unit='step', disable=not progress, file=sys.stderr)
+    for step in bar:
+        q, true, est, chunk, sub = train_b.ticks(action_batch - n_scene, train_est)
+        noisy = torch.rand(len(q), 1, generator=gen) < 0.5
+        objects = torch.where(noisy, true + 0.004 * torch.randn(true.shape, generator=gen), est)
+        if n_scene:
+            k = torch.randint(0, len(scene_q), (n_scene,), generator=gen)
+            q, chunk = torch.cat([q, scene_q[k]]), torch.cat([chunk, scene_chunk[k]])
+            objects = torch.cat([objects, scene_obj[k] + 0.004 * torch.randn(n_scene, 5, generator=gen)])
+            sub = torch.cat([sub, train_b.subtasks(scene_phase[k.numpy()])])
+        loss = action_l1(action.act(objects, q, sub), chunk)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(policy_params, 1.0)
+        opt.step()
+        sched.step()
+        if step % (log_every * 4) == 0 or step == action_steps - 1:
+            row = {'stage': 'action', 'step': steps + step, 'action_l1': loss.item(), 'lr': sched.get_last_lr()[0],
+                   'seconds': round(time.perf_counter() - t0, 1)}
+            if step % (val_every * 4) == 0 or step == action_steps - 1:
+                row['val_action_l1'] = evaluate_action()
+                bar.set_postfix(l1=f'{loss.item():.4f}', val=f"{row['val_action_l1']:.4f}")
+            log.append(row)
     seconds = time.perf_counter() - t0
     started_from = read_manifest(os.path.join(init, 'world_expert')).version if init else ''
-    info = save(policy, out, manifest, data, seed, steps, log, seconds, val_fixed, per_frame, started_from)
-    return info
+    sample = (val_frames[0][:1], val_ticks[0][:1], val_ticks[4][:1])
+    return save(trainer, out, manifest, data, seed, steps, action_steps, log, seconds, sample, started_from)
 
 
 def _dataset_digest(manifest: dict) -> str:
@@ -354,8 +442,8 @@ def _dataset_digest(manifest: dict) -> str:
     return h.hexdigest()
 
 
-def save(policy: Policy, out: str, manifest: dict, data: str, seed: int, steps: int, log: List[dict],
-         seconds: float, val_fixed, per_frame: int, started_from: str = '') -> dict:
+def save(trainer: WorldTrainer, out: str, manifest: dict, data: str, seed: int, steps: int, action_steps: int,
+         log: List[dict], seconds: float, sample, started_from: str = '') -> dict:
     digest = _dataset_digest(manifest)[:10]
     world_dir, action_dir, train_dir = (os.path.join(out, d) for d in ('world_expert', 'action_expert', 'training'))
     for d in (world_dir, action_dir):
@@ -363,42 +451,47 @@ def save(policy: Policy, out: str, manifest: dict, data: str, seed: int, steps: 
             for n in os.listdir(d):
                 os.remove(os.path.join(d, n))
     os.makedirs(train_dir, exist_ok=True)
-    meta = {'seed': seed, 'trained': True, 'steps': steps, 'started_from': started_from,
-            'final_val_scene_aux_l1_dm': log[-1].get('val_scene_aux_l1'),
+    last = lambda key: next((r[key] for r in reversed(log) if r.get(key) is not None), None)  # noqa: E731
+    meta = {'seed': seed, 'trained': True, 'steps': steps, 'action_steps': action_steps,
+            'started_from': started_from,
             'dataset': ','.join(os.path.basename(os.path.normpath(d)) for d in data.split(',') if d),
             'dataset_sha256': _dataset_digest(manifest), 'episodes': len(manifest['episodes']),
-            'final_val_action_l1': log[-1].get('val_action_l1'),
-            'final_val_scene_apple_px': log[-1].get('val_scene_apple_px'), 'train_seconds': round(seconds, 1)}
-    policy.world.save_pretrained(world_dir)
+            'final_val_object_l1_dm': last('val_object_l1'),
+            'final_val_scene_object_l1_dm': last('val_scene_object_l1'),
+            'final_val_scene_apple_px': last('val_scene_apple_px'),
+            'final_val_action_l1': last('val_action_l1'), 'train_seconds': round(seconds, 1)}
+    trainer.world.save_pretrained(world_dir)
     # the version names the data, seed and steps, and the weights themselves: another
     # recipe on the same data must never share a cache key with these
     weights = sha256_file(os.path.join(world_dir, 'model.safetensors'))[:8]
     version = f'{"dagger" if started_from else "bc"}-{digest}-s{seed}-{steps}-{weights}'
     write_manifest(world_dir, WORLD_NAME, version, meta)
-    policy.action.save_pretrained(action_dir)
+    trainer.action.save_pretrained(action_dir)
     write_manifest(action_dir, ACTION_NAME, version, dict(meta, world_version=version, joint_names=JOINT_NAMES))
     with open(os.path.join(train_dir, 'loss_log.csv'), 'w', newline='', encoding='utf-8') as fh:
-        keys = ['step', 'action_l1', 'aux_l1', 'val_action_l1', 'val_scene_aux_l1', 'val_scene_apple_px', 'lr',
-                'seconds']
-        w = csv.DictWriter(fh, fieldnames=keys)
+        w = csv.DictWriter(fh, fieldnames=LOG_KEYS)
         w.writeheader()
         for row in log:
-            w.writerow({k: row.get(k, '') for k in keys})
+            w.writerow({k: row.get(k, '') for k in LOG_KEYS})
     plot_loss(log, os.path.join(train_dir, 'loss.png'))
-    write_reference_sample(world_dir, action_dir, val_fixed, os.path.join(train_dir, 'reference_sample.npz'))
+    write_reference_sample(world_dir, action_dir, sample, os.path.join(train_dir, 'reference_sample.npz'))
     with open(os.path.join(train_dir, 'summary.json'), 'w', encoding='utf-8') as fh:
         json.dump(dict(meta, version=version), fh, indent=1)
     return dict(meta, version=version, world_dir=world_dir, action_dir=action_dir)
 
 
-def write_reference_sample(world_dir: str, action_dir: str, val_fixed, path: str) -> None:
-    """A stored input and the saved experts' output on it, loaded the way serving loads them."""
+LOG_KEYS = ['stage', 'step', 'object_l1', 'val_object_l1', 'val_scene_object_l1', 'val_scene_apple_px',
+            'action_l1', 'val_action_l1', 'lr', 'seconds']
+
+
+def write_reference_sample(world_dir: str, action_dir: str, sample, path: str) -> None:
+    """A stored input and the saved experts' output on it, loaded the way serving loads them.
+    sample: (images [1,S,S,3] uint8, joint state [1,N], subtask [1,S])."""
     from .action_expert import load_action_expert
     from .world_expert import WorldExpert
     world = WorldExpert(world_dir, precision='fp32')
     action, _ = load_action_expert(action_dir, precision='fp32')
-    image = val_fixed[0][0].numpy()
-    q, sub = val_fixed[1][:1], val_fixed[3][:1]
+    image, q, sub = sample[0][0].numpy(), sample[1][:1], sample[2][:1]
     rep = world.encode(image)
     with torch.inference_mode():
         chunk = action(torch.from_numpy(rep).unsqueeze(0), q, sub)[0].numpy()
@@ -410,21 +503,24 @@ def plot_loss(log: List[dict], path: str) -> None:
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4))
-    steps = [r['step'] for r in log]
-    ax.plot(steps, [r['action_l1'] for r in log], label='action L1 (train)', lw=1)
-    ax.plot(steps, [r['aux_l1'] for r in log], label='object-position L1 (aux, dm)', lw=1, alpha=0.7)
-    val = [(r['step'], r['val_action_l1']) for r in log if r.get('val_action_l1') is not None]
-    if val:
-        ax.plot(*zip(*val), 'o-', label='action L1 (held-out episodes)')
-    scene = [(r['step'], r['val_scene_aux_l1']) for r in log if r.get('val_scene_aux_l1') is not None]
-    if scene:
-        ax.plot(*zip(*scene), 's-', label='object-position L1 (unseen scenes, dm)')
-    ax.set_yscale('log')
-    ax.set_xlabel('step')
-    ax.set_ylabel('loss')
-    ax.set_title('behaviour cloning: world + action expert')
-    ax.legend()
+    fig, (ax_w, ax_a) = plt.subplots(1, 2, figsize=(11, 4))
+    series = lambda stage, key: [(r['step'], r[key]) for r in log  # noqa: E731
+                                 if r['stage'] == stage and r.get(key) is not None]
+    for ax, stage, keys in ((ax_w, 'world', [('object_l1', 'object L1, train (dm)'),
+                                             ('val_object_l1', 'object L1, held-out frames (dm)'),
+                                             ('val_scene_object_l1', 'object L1, unseen scenes (dm)'),
+                                             ('val_scene_apple_px', 'apple centre error, unseen scenes (px)')]),
+                            (ax_a, 'action', [('action_l1', 'action L1, train'),
+                                              ('val_action_l1', 'action L1, held-out episodes')])):
+        for key, label in keys:
+            pts = series(stage, key)
+            if pts:
+                ax.plot(*zip(*pts), 'o-' if key.startswith('val') else '-', label=label, lw=1, ms=3)
+        ax.set_yscale('log')
+        ax.set_xlabel('step')
+        ax.legend(fontsize=8)
+    ax_w.set_title('stage 1: world expert + object head')
+    ax_a.set_title('stage 2: action expert (behaviour cloning)')
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -435,15 +531,17 @@ def main(argv=None) -> int:
     ap.add_argument('--data', default='datasets/pick_place', help='dataset folders, comma-separated')
     ap.add_argument('--init', default='', help='start from the experts in this folder (a DAgger round)')
     ap.add_argument('--out', default='models')
-    ap.add_argument('--steps', type=int, default=2100, help='~27 min on 2 cores')
-    ap.add_argument('--batch', type=int, default=24, help='demonstration frames per step (each with 4 joint states)')
-    ap.add_argument('--scenes', type=int, default=16, help='random scenes per step (position losses and extra action labels)')
+    ap.add_argument('--steps', type=int, default=2600, help='world-expert steps (stage 1)')
+    ap.add_argument('--action-steps', type=int, default=6000, help='action-expert steps (stage 2)')
+    ap.add_argument('--batch', type=int, default=24, help='demonstration frames per world-expert step')
+    ap.add_argument('--scenes', type=int, default=16,
+                    help='random scenes per world-expert step (their states also become action labels)')
     ap.add_argument('--lr', type=float, default=1e-3)
     ap.add_argument('--seed', type=int, default=0)
     args = ap.parse_args(argv)
     torch.set_num_threads(max(1, min(os.cpu_count() or 1, 4)))
     info = train(args.data, args.out, args.steps, args.batch, lr=args.lr, seed=args.seed, scenes=args.scenes,
-                 init=args.init)
+                 init=args.init, action_steps=args.action_steps)
     print(f"trained {info['version']} in {info['train_seconds']} s: held-out action L1 "
           f"{info['final_val_action_l1']:.4f}; wrote {info['world_dir']}, {info['action_dir']}")
     return 0
