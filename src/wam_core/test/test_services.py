@@ -86,7 +86,7 @@ def _ticker(experts, clock_cache):
 
 def test_tick_produces_a_chunk_and_reuses_the_prepared_scene(experts):
     world, action, _ = experts
-    cache = InProcessCache(8, 1000, world.version)      # TTL out of the way: this is about K/V reuse
+    cache = InProcessCache(8, 1000, world.version)      # TTL out of the way: this is about reuse
     e = cache.put('ab' * 16, time.time_ns(), world.encode(SyntheticScene(128).frame(0)))
     t = _ticker(experts, cache)
     t.set_joint_state(np.linspace(-0.3, 0.3, 7))
@@ -94,8 +94,8 @@ def test_tick_produces_a_chunk_and_reuses_the_prepared_scene(experts):
     results = [t.tick() for _ in range(5)]
     assert all(r.kind == 'chunk' for r in results)
     assert results[0].positions.shape == (16, 7)
-    assert t.prepares == 1                                  # K/V once for five ticks
-    # Reusing K/V changes nothing: same as the unified forward.
+    assert t.prepares == 1                                  # prepared once for five ticks
+    # Reusing the prepared scene changes nothing: same as the unified forward.
     with torch.inference_mode():
         rep = torch.from_numpy(np.array(cache.read(e.slot, world.version).array)).unsqueeze(0)
         unified = action(rep, torch.from_numpy(np.linspace(-0.3, 0.3, 7).astype(np.float32))[None],
