@@ -7,6 +7,7 @@ robot's topics in this process) for --seconds and reads the action expert's
 frame's representation), tick and timer period under simulation load. Then the
 scripted IK expert's success rate over --episodes seeded episodes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,7 +21,9 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument('--seconds', type=float, default=30.0)
     ap.add_argument('--episodes', type=int, default=100)
     ap.add_argument('--mode', default='multi')
@@ -29,6 +32,7 @@ def main() -> int:
     from robot_agent.stack import Stack
     from wam_core.scripted_expert import run_episode
     from wam_core.sim import TabletopSim
+
     print(f'{args.mode}-process stack on the simulator for {args.seconds:.0f} s ...', flush=True)
     stack = Stack(args.mode, os.path.join(ROOT, 'config', 'wam.yaml'), robot='sim', seed=0)
     try:
@@ -41,19 +45,26 @@ def main() -> int:
     print(f'scripted expert over {args.episodes} episodes ...', flush=True)
     sim = TabletopSim(render=False)
     ok = sum(run_episode(sim, 1000 + i)[0] for i in range(args.episodes))
-    out = {'obs_to_action_ms': {'p50': s['obs_to_action_p50'], 'p99': s['obs_to_action_p99']},
-           'tick_ms_under_sim': {'p50': s['tick_p50'], 'p99': s['tick_p99']},
-           'period_ms_under_sim': {'p99': s['period_p99'], 'max': s['period_max']},
-           'scripted_expert_success': ok / args.episodes,
-           'degraded_ticks': s['degraded_ticks'], 'ticks': s['ticks'], 'mode': args.mode,
-           'seconds': args.seconds, 'episodes': args.episodes}
+    out = {
+        'obs_to_action_ms': {'p50': s['obs_to_action_p50'], 'p99': s['obs_to_action_p99']},
+        'tick_ms_under_sim': {'p50': s['tick_p50'], 'p99': s['tick_p99']},
+        'period_ms_under_sim': {'p99': s['period_p99'], 'max': s['period_max']},
+        'scripted_expert_success': ok / args.episodes,
+        'degraded_ticks': s['degraded_ticks'],
+        'ticks': s['ticks'],
+        'mode': args.mode,
+        'seconds': args.seconds,
+        'episodes': args.episodes,
+    }
     path = update_report('closed_loop', out)
     print()
-    print(f"{'obs -> action ms p50 / p99':32}{s['obs_to_action_p50']:8.2f} / {s['obs_to_action_p99']:.2f}")
-    print(f"{'tick ms under sim p50 / p99':32}{s['tick_p50']:8.2f} / {s['tick_p99']:.2f}")
-    print(f"{'period ms under sim p99 / max':32}{s['period_p99']:8.2f} / {s['period_max']:.2f}")
-    print(f"{'degraded ticks / ticks':32}{s['degraded_ticks']:8.0f} / {s['ticks']:.0f}")
-    print(f"{'scripted expert success':32}{ok:8d} / {args.episodes}")
+    print(
+        f'{"obs -> action ms p50 / p99":32}{s["obs_to_action_p50"]:8.2f} / {s["obs_to_action_p99"]:.2f}'
+    )
+    print(f'{"tick ms under sim p50 / p99":32}{s["tick_p50"]:8.2f} / {s["tick_p99"]:.2f}')
+    print(f'{"period ms under sim p99 / max":32}{s["period_p99"]:8.2f} / {s["period_max"]:.2f}')
+    print(f'{"degraded ticks / ticks":32}{s["degraded_ticks"]:8.0f} / {s["ticks"]:.0f}')
+    print(f'{"scripted expert success":32}{ok:8d} / {args.episodes}')
     print(f'\nwrote {path}')
     return 0
 

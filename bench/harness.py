@@ -7,6 +7,7 @@ clamp_ms_per_chunk: the clamping gate on raw 16x7 chunks.
 safety_stop_latency_ms: through real rclpy, from an ERROR diagnostic published by a
   probe to the hold trajectory arriving back at the probe (20 trials, reset between).
 """
+
 from __future__ import annotations
 
 import os
@@ -20,9 +21,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from report import update_report  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
-INSTRUCTIONS = ['put the red apple in the fridge', 'Grasp the red apple and put it in the fridge',
-                'pick up the green cube', 'open the fridge, put the red apple in the fridge and close the fridge',
-                'go to the table', '把桌上的红色苹果放进冰箱', '打开冰箱', '拿起红色苹果，然后把它放进冰箱']
+INSTRUCTIONS = [
+    'put the red apple in the fridge',
+    'Grasp the red apple and put it in the fridge',
+    'pick up the green cube',
+    'open the fridge, put the red apple in the fridge and close the fridge',
+    'go to the table',
+    '把桌上的红色苹果放进冰箱',
+    '打开冰箱',
+    '拿起红色苹果，然后把它放进冰箱',
+]
 
 
 def pct(samples, *qs):
@@ -31,6 +39,7 @@ def pct(samples, *qs):
 
 def bench_rules(n=2000):
     from wam_core.planner_rules import RulePlanner
+
     p = RulePlanner()
     ts = []
     for i in range(n):
@@ -43,6 +52,7 @@ def bench_rules(n=2000):
 
 def bench_embed():
     from wam_core.embedding import SubtaskEmbedder
+
     e = SubtaskEmbedder()
     cold = []
     for i in range(20):
@@ -54,12 +64,17 @@ def bench_embed():
         t0 = time.perf_counter()
         e.embed(f'grasp the red apple number {i % 20}')
         warm.append((time.perf_counter() - t0) * 1e3)
-    return {'cold': float(np.median(cold)), 'warm_p50': pct(warm, 50)[0], 'cold_p99': pct(cold, 99)[0]}
+    return {
+        'cold': float(np.median(cold)),
+        'warm_p50': pct(warm, 50)[0],
+        'cold_p99': pct(cold, 99)[0],
+    }
 
 
 def bench_clamp(n=2000):
     from wam_core.config import DEFAULT_JOINT_NAMES as N
     from wam_core.limits import ClampGate, default_limits
+
     g = ClampGate(N, default_limits(N), 0.02)
     rng = np.random.default_rng(0)
     cur = np.zeros(7)
@@ -77,25 +92,35 @@ def bench_clamp(n=2000):
 
 def bench_safety_stop(trials=20):
     import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.parameter import Parameter
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import JointState
     from std_srvs.srv import Trigger
     from trajectory_msgs.msg import JointTrajectory
-    from diagnostic_msgs.msg import DiagnosticArray
+
     from harness_node.node import HarnessNode
     from wam_core import ros_convert as rc
     from wam_core.config import DEFAULT_JOINT_NAMES
     from wam_util.executors import make_executor, spin_slice
+
     os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
     rclpy.init()
-    node = HarnessNode(parameter_overrides=[Parameter('planner.use_llm', value=False),
-                                            Parameter('safety.chunk_hold_s', value=60.0),
-                                            Parameter('safety.chunk_timeout_s', value=60.0)])
+    node = HarnessNode(
+        parameter_overrides=[
+            Parameter('planner.use_llm', value=False),
+            Parameter('safety.chunk_hold_s', value=60.0),
+            Parameter('safety.chunk_timeout_s', value=60.0),
+        ]
+    )
     probe = rclpy.create_node('bench_probe')
     holds = []
-    probe.create_subscription(JointTrajectory, '/arm_controller/joint_trajectory',
-                              lambda m: holds.append(time.perf_counter()), 10)
+    probe.create_subscription(
+        JointTrajectory,
+        '/arm_controller/joint_trajectory',
+        lambda m: holds.append(time.perf_counter()),
+        10,
+    )
     js = probe.create_publisher(JointState, '/joint_states', qos_profile_sensor_data)
     diag = probe.create_publisher(DiagnosticArray, '/diagnostics', 10)
     reset = probe.create_client(Trigger, '/harness/reset')
@@ -109,9 +134,14 @@ def bench_safety_stop(trials=20):
             spin_slice(ex, 0.005)
 
     def status(level):
-        return rc.diagnostic_array(time.time_ns(), [
-            rc.diagnostic_status('world_expert: world expert', 'w', rc.OK, 'ok', []),
-            rc.diagnostic_status('action_expert: action expert', 'a', level, 'injected', [])])
+        return rc.diagnostic_array(
+            time.time_ns(),
+            [
+                rc.diagnostic_status('world_expert: world expert', 'w', rc.OK, 'ok', []),
+                rc.diagnostic_status('action_expert: action expert', 'a', level, 'injected', []),
+            ],
+        )
+
     spin(1.0)
     js.publish(JointState(name=list(DEFAULT_JOINT_NAMES), position=[0.0] * 6 + [0.02]))
     lat = []
@@ -152,12 +182,20 @@ def main() -> int:
     out['safety_stop_latency_ms'] = bench_safety_stop()
     path = update_report('harness', out)
     print()
-    print(f"{'rule plan ms p50 / p99':32}{out['plan_rules_ms']['p50']:8.3f} / {out['plan_rules_ms']['p99']:.3f}")
-    print(f"{'embed ms cold / warm p50':32}{out['embed_ms']['cold']:8.2f} / {out['embed_ms']['warm_p50']:.4f}")
-    print(f"{'clamp ms per chunk p50 / p99':32}{out['clamp_ms_per_chunk']['p50']:8.3f} / "
-          f"{out['clamp_ms_per_chunk']['p99']:.3f}")
-    print(f"{'safety stop ms p50 / max':32}{out['safety_stop_latency_ms']['p50']:8.2f} / "
-          f"{out['safety_stop_latency_ms']['max']:.2f}   (target max <= 40 ms)")
+    print(
+        f'{"rule plan ms p50 / p99":32}{out["plan_rules_ms"]["p50"]:8.3f} / {out["plan_rules_ms"]["p99"]:.3f}'
+    )
+    print(
+        f'{"embed ms cold / warm p50":32}{out["embed_ms"]["cold"]:8.2f} / {out["embed_ms"]["warm_p50"]:.4f}'
+    )
+    print(
+        f'{"clamp ms per chunk p50 / p99":32}{out["clamp_ms_per_chunk"]["p50"]:8.3f} / '
+        f'{out["clamp_ms_per_chunk"]["p99"]:.3f}'
+    )
+    print(
+        f'{"safety stop ms p50 / max":32}{out["safety_stop_latency_ms"]["p50"]:8.2f} / '
+        f'{out["safety_stop_latency_ms"]["max"]:.2f}   (target max <= 40 ms)'
+    )
     print(f'\nwrote {path}')
     return 0
 

@@ -10,6 +10,7 @@ tick (encode + prepare + decode), paced at the same period, so the ratio shows w
 the split buys. Writes the "hot_path" section of bench/report.json (other sections
 are kept) and prints a table. The headline is the multi-process (shared-memory) run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,18 +29,26 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 
 def run_mode(mode: str, seconds: float, config: str) -> dict:
     from robot_agent.stack import Stack
+
     stack = Stack(mode, config, camera_hz=30.0)
     try:
         stack.wait_ready(120)
         before = stack.stats()
         t0 = time.monotonic()
-        stack.spin_for(seconds, lambda s: print(f'  [{mode} {time.monotonic() - t0:4.0f}s] '
-                                                 f'tick p99 {s.stats()["tick_p99"]:.2f} ms, '
-                                                 f'period p99 {s.stats()["period_p99"]:.2f} ms', flush=True), 5.0)
-        stack.spin_for(1.2)             # one more diagnostics round
+        stack.spin_for(
+            seconds,
+            lambda s: print(
+                f'  [{mode} {time.monotonic() - t0:4.0f}s] '
+                f'tick p99 {s.stats()["tick_p99"]:.2f} ms, '
+                f'period p99 {s.stats()["period_p99"]:.2f} ms',
+                flush=True,
+            ),
+            5.0,
+        )
+        stack.spin_for(1.2)  # one more diagnostics round
         after = stack.stats()
         series = {'period_ms': stack.monitor.arrival.values().round(3).tolist()}
-        if stack.action is not None:    # single process: the tick samples are in this process
+        if stack.action is not None:  # single process: the tick samples are in this process
             series['tick_ms'] = stack.action.timer_stats.stages['tick'].values().round(3).tolist()
         with open(os.path.join(ROOT, 'bench', f'series_{mode}.json'), 'w') as fh:
             json.dump(series, fh)
@@ -49,7 +58,11 @@ def run_mode(mode: str, seconds: float, config: str) -> dict:
     return {
         'tick_ms': {'p50': after['tick_p50'], 'p99': after['tick_p99'], 'max': after['tick_max']},
         'forward_ms': {'p50': after['forward_p50'], 'p99': after['forward_p99']},
-        'period_ms': {'p50': after['period_p50'], 'p99': after['period_p99'], 'max': after['period_max']},
+        'period_ms': {
+            'p50': after['period_p50'],
+            'p99': after['period_p99'],
+            'max': after['period_max'],
+        },
         'world_calls_per_frame': after['calls_per_frame'],
         'cache_hit_rate': after['cache_hit_rate'],
         'degraded_ticks': int(after['degraded_ticks'] - before['degraded_ticks']),
@@ -63,14 +76,20 @@ def run_mode(mode: str, seconds: float, config: str) -> dict:
 def unified_baseline(config: str, ticks: int = 300) -> dict:
     """World expert recomputed inside every tick, paced at the control period."""
     import torch
+
     from wam_core.action_expert import load_action_expert
     from wam_core.config import load_stack_config, resolve_path
     from wam_core.synthetic import SyntheticScene
     from wam_core.world_expert import WorldExpert, resolve_precision
+
     cfg = load_stack_config(config)
     torch.set_num_threads(cfg.runtime.num_threads)
-    world = WorldExpert(resolve_path(cfg.experts.world.model_dir, ROOT), resolve_precision(cfg.runtime.precision))
-    action, _ = load_action_expert(resolve_path(cfg.experts.action.model_dir, ROOT), cfg.runtime.action_precision)
+    world = WorldExpert(
+        resolve_path(cfg.experts.world.model_dir, ROOT), resolve_precision(cfg.runtime.precision)
+    )
+    action, _ = load_action_expert(
+        resolve_path(cfg.experts.action.model_dir, ROOT), cfg.runtime.action_precision
+    )
     scene = SyntheticScene(128)
     joint = torch.zeros(1, action.config.num_joints)
     subtask = torch.zeros(1, action.config.subtask_dim)
@@ -91,7 +110,9 @@ def unified_baseline(config: str, ticks: int = 300) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument('--seconds', type=float, default=30.0)
     ap.add_argument('--modes', default='multi,single')
     ap.add_argument('--config', default=os.path.join(ROOT, 'config', 'wam.yaml'))
@@ -114,19 +135,29 @@ def main() -> int:
 
     print()
     cols = modes
-    rows = [('tick ms p50', lambda r: r['tick_ms']['p50']), ('tick ms p99', lambda r: r['tick_ms']['p99']),
-            ('tick ms max', lambda r: r['tick_ms']['max']), ('forward ms p50', lambda r: r['forward_ms']['p50']),
-            ('forward ms p99', lambda r: r['forward_ms']['p99']), ('period ms p50', lambda r: r['period_ms']['p50']),
-            ('period ms p99', lambda r: r['period_ms']['p99']), ('period ms max', lambda r: r['period_ms']['max']),
-            ('world calls / frame', lambda r: r['world_calls_per_frame']),
-            ('cache hit rate', lambda r: r['cache_hit_rate']), ('degraded ticks', lambda r: r['degraded_ticks']),
-            ('ticks', lambda r: r['ticks']), ('camera frames', lambda r: r['camera_frames']),
-            ('encode ms p50', lambda r: r['encode_ms_p50'])]
+    rows = [
+        ('tick ms p50', lambda r: r['tick_ms']['p50']),
+        ('tick ms p99', lambda r: r['tick_ms']['p99']),
+        ('tick ms max', lambda r: r['tick_ms']['max']),
+        ('forward ms p50', lambda r: r['forward_ms']['p50']),
+        ('forward ms p99', lambda r: r['forward_ms']['p99']),
+        ('period ms p50', lambda r: r['period_ms']['p50']),
+        ('period ms p99', lambda r: r['period_ms']['p99']),
+        ('period ms max', lambda r: r['period_ms']['max']),
+        ('world calls / frame', lambda r: r['world_calls_per_frame']),
+        ('cache hit rate', lambda r: r['cache_hit_rate']),
+        ('degraded ticks', lambda r: r['degraded_ticks']),
+        ('ticks', lambda r: r['ticks']),
+        ('camera frames', lambda r: r['camera_frames']),
+        ('encode ms p50', lambda r: r['encode_ms_p50']),
+    ]
     print(f'{"":24}' + ''.join(f'{c + "-process":>18}' for c in cols))
     for name, get in rows:
         print(f'{name:24}' + ''.join(f'{get(results[c]):>18.3f}' for c in cols))
-    print(f'{"unified tick ms p50/p99":24}{unified["p50"]:>9.2f} / {unified["p99"]:.2f}'
-          f'   ({head["unified_over_split_p50"]:.1f}x the split tick at p50)')
+    print(
+        f'{"unified tick ms p50/p99":24}{unified["p50"]:>9.2f} / {unified["p99"]:.2f}'
+        f'   ({head["unified_over_split_p50"]:.1f}x the split tick at p50)'
+    )
     print(f'\nwrote {path}')
     return 0
 

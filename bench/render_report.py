@@ -8,12 +8,12 @@ time (bench/series_*.json from `make bench`), and the fault timelines
 (bench/faults_timeline.json from `make faults`). Every section of report.json becomes
 a table. Called at the end of make bench / eval / faults / soak.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import sys
-from typing import List
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -26,7 +26,7 @@ def _load(name: str):
         return json.load(fh)
 
 
-def _flatten(d, prefix: str = '') -> List[tuple]:
+def _flatten(d, prefix: str = '') -> list[tuple]:
     rows = []
     for k, v in d.items():
         key = f'{prefix}{k}'
@@ -35,15 +35,26 @@ def _flatten(d, prefix: str = '') -> List[tuple]:
         elif isinstance(v, list) and len(v) > 12:
             rows.append((key, f'[{len(v)} values]'))
         else:
-            rows.append((key, f'{v:.4g}' if isinstance(v, float) else json.dumps(v) if isinstance(v, list) else v))
+            rows.append(
+                (
+                    key,
+                    f'{v:.4g}'
+                    if isinstance(v, float)
+                    else json.dumps(v)
+                    if isinstance(v, list)
+                    else v,
+                )
+            )
     return rows
 
 
-def plot_latency(series: dict, out_dir: str) -> List[str]:
+def plot_latency(series: dict, out_dir: str) -> list[str]:
     import matplotlib
+
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     import numpy as np
+
     made = []
     ticks = {m: s['tick_ms'] for m, s in series.items() if s.get('tick_ms')}
     if ticks:
@@ -80,35 +91,49 @@ def plot_latency(series: dict, out_dir: str) -> List[str]:
     return made
 
 
-def plot_faults(timeline: dict, out_dir: str) -> List[str]:
+def plot_faults(timeline: dict, out_dir: str) -> list[str]:
     import matplotlib
+
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
+
     faults = [f for f in timeline.get('faults', []) if f.get('timeline')]
     if not faults:
         return []
     fig, axes = plt.subplots(len(faults), 1, figsize=(8, 1.2 * len(faults) + 1), squeeze=False)
     for ax, f in zip(axes[:, 0], faults):
         pts = f['timeline']
-        for kind, color, label in ((1, 'tab:green', 'chunk'), (0, 'tab:orange', 'hold'), (2, 'tab:red', 'stop')):
+        for kind, color, label in (
+            (1, 'tab:green', 'chunk'),
+            (0, 'tab:orange', 'hold'),
+            (2, 'tab:red', 'stop'),
+        ):
             xs = [t for t, k in pts if k == kind]
             ax.scatter(xs, [kind] * len(xs), s=4, c=color, label=label)
         ax.axvline(0.0, color='k', lw=1)
         clear = f.get('clear_s')
-        if clear:       # a kill's restart takes seconds: each row spans its own fault
+        if clear:  # a kill's restart takes seconds: each row spans its own fault
             ax.axvline(clear, color='tab:blue', lw=1, ls='--', label='cleared')
-        ax.set_xlim(-0.5, max(2.5, (clear or 0.0) + 1.5, max((t for t, _ in pts), default=0.0) + 0.1))
+        ax.set_xlim(
+            -0.5, max(2.5, (clear or 0.0) + 1.5, max((t for t, _ in pts), default=0.0) + 0.1)
+        )
         ax.set_ylim(-0.5, 2.5)
         ax.set_yticks([])
         ax.set_ylabel(f['fault'], rotation=0, ha='right', va='center', fontsize=8)
         ax.tick_params(labelsize=7)
         hold = f.get('hold_ms')
         rec = f.get('recovery_s')
-        ax.set_title(f"hold {'-' if hold is None else f'{hold:.0f} ms'}, recovery "
-                     f"{'-' if rec is None else f'{rec:.2f} s'}" + (f"; {f['notes']}" if f.get('notes') else ''),
-                     fontsize=7, loc='left')
+        ax.set_title(
+            f'hold {"-" if hold is None else f"{hold:.0f} ms"}, recovery '
+            f'{"-" if rec is None else f"{rec:.2f} s"}'
+            + (f'; {f["notes"]}' if f.get('notes') else ''),
+            fontsize=7,
+            loc='left',
+        )
     axes[0, 0].legend(loc='upper right', fontsize=7, ncol=4)
-    axes[-1, 0].set_xlabel('seconds from the fault (what the robot received; dashed: the fault cleared)')
+    axes[-1, 0].set_xlabel(
+        'seconds from the fault (what the robot received; dashed: the fault cleared)'
+    )
     fig.suptitle('fault timelines')
     fig.tight_layout()
     path = os.path.join(out_dir, 'fault_timelines.png')
@@ -119,8 +144,12 @@ def plot_faults(timeline: dict, out_dir: str) -> List[str]:
 
 def render(out_dir: str = HERE) -> str:
     report = _load('report.json') or {}
-    lines = ['# Mooncake-SG benchmark report', '',
-             'Written by `bench/render_report.py` from `bench/report.json`; figures from this machine.', '']
+    lines = [
+        '# Mooncake-SG benchmark report',
+        '',
+        'Written by `bench/render_report.py` from `bench/report.json`; figures from this machine.',
+        '',
+    ]
     images = []
     series = {}
     for mode in ('multi', 'single'):

@@ -1,4 +1,5 @@
 """bench/report.json: each benchmark writes its own section and keeps the others."""
+
 import json
 import os
 

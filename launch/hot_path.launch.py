@@ -8,9 +8,9 @@ configure and activate transitions once each node is up (what nav2's
 lifecycle_manager does), so ``ros2 lifecycle get /world_expert`` reads "active" when
 it is serving. On this machine use ``make demo`` / ``make demo-multi`` instead.
 """
+
 import os
 
-import launch
 import launch.actions
 import launch.events
 import launch.substitutions
@@ -20,21 +20,40 @@ import launch_ros.events.lifecycle
 import lifecycle_msgs.msg
 from launch.conditions import LaunchConfigurationEquals
 
+import launch
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _managed(package, executable, name, params):
     node = launch_ros.actions.LifecycleNode(
-        package=package, executable=executable, name=name, namespace='', output='screen',
-        parameters=params)
-    configure = launch.actions.EmitEvent(event=launch_ros.events.lifecycle.ChangeState(
-        lifecycle_node_matcher=launch.events.matches_action(node),
-        transition_id=lifecycle_msgs.msg.Transition.TRANSITION_CONFIGURE))
-    activate = launch.actions.RegisterEventHandler(launch_ros.event_handlers.OnStateTransition(
-        target_lifecycle_node=node, goal_state='inactive',
-        entities=[launch.actions.EmitEvent(event=launch_ros.events.lifecycle.ChangeState(
+        package=package,
+        executable=executable,
+        name=name,
+        namespace='',
+        output='screen',
+        parameters=params,
+    )
+    configure = launch.actions.EmitEvent(
+        event=launch_ros.events.lifecycle.ChangeState(
             lifecycle_node_matcher=launch.events.matches_action(node),
-            transition_id=lifecycle_msgs.msg.Transition.TRANSITION_ACTIVATE))]))
+            transition_id=lifecycle_msgs.msg.Transition.TRANSITION_CONFIGURE,
+        )
+    )
+    activate = launch.actions.RegisterEventHandler(
+        launch_ros.event_handlers.OnStateTransition(
+            target_lifecycle_node=node,
+            goal_state='inactive',
+            entities=[
+                launch.actions.EmitEvent(
+                    event=launch_ros.events.lifecycle.ChangeState(
+                        lifecycle_node_matcher=launch.events.matches_action(node),
+                        transition_id=lifecycle_msgs.msg.Transition.TRANSITION_ACTIVATE,
+                    )
+                )
+            ],
+        )
+    )
     return [node, activate, configure]
 
 
@@ -44,25 +63,52 @@ def generate_launch_description():
     shm = {'repr_cache.backend': 'shm', 'autostart': False}
     actions = [
         launch.actions.DeclareLaunchArgument(
-            'config', default_value=os.path.join(HERE, '..', 'config', 'wam.yaml'),
-            description='stack parameter file'),
+            'config',
+            default_value=os.path.join(HERE, '..', 'config', 'wam.yaml'),
+            description='stack parameter file',
+        ),
         launch.actions.DeclareLaunchArgument(
-            'robot', default_value='sim', choices=['sim', 'synthetic', 'none'],
-            description="the MuJoCo tabletop (with the agent), the synthetic source, or 'none' for a real robot"),
+            'robot',
+            default_value='sim',
+            choices=['sim', 'synthetic', 'none'],
+            description="the MuJoCo tabletop (with the agent), the synthetic source, or 'none' for a real robot",
+        ),
         launch.actions.SetEnvironmentVariable('OMP_NUM_THREADS', '1'),
         # relative model paths in the config resolve against the repository root
-        launch.actions.SetEnvironmentVariable('WAM_ROOT', os.path.normpath(os.path.join(HERE, '..'))),
+        launch.actions.SetEnvironmentVariable(
+            'WAM_ROOT', os.path.normpath(os.path.join(HERE, '..'))
+        ),
     ]
     actions += _managed('world_expert_node', 'world_expert', 'world_expert', [config, shm])
     actions += _managed('action_expert_node', 'action_expert', 'action_expert', [config, shm])
-    actions.append(launch_ros.actions.Node(package='harness_node', executable='harness', name='harness',
-                                           output='screen', parameters=[config]))
-    actions.append(launch_ros.actions.Node(package='robot_agent', executable='synthetic_robot',
-                                           name='synthetic_robot', output='screen', parameters=[config],
-                                           condition=LaunchConfigurationEquals('robot', 'synthetic')))
+    actions.append(
+        launch_ros.actions.Node(
+            package='harness_node',
+            executable='harness',
+            name='harness',
+            output='screen',
+            parameters=[config],
+        )
+    )
+    actions.append(
+        launch_ros.actions.Node(
+            package='robot_agent',
+            executable='synthetic_robot',
+            name='synthetic_robot',
+            output='screen',
+            parameters=[config],
+            condition=LaunchConfigurationEquals('robot', 'synthetic'),
+        )
+    )
     for executable in ('sim_robot', 'agent'):
-        actions.append(launch_ros.actions.Node(package='robot_agent', executable=executable,
-                                               name='robot_agent' if executable == 'agent' else executable,
-                                               output='screen', parameters=[config],
-                                               condition=LaunchConfigurationEquals('robot', 'sim')))
+        actions.append(
+            launch_ros.actions.Node(
+                package='robot_agent',
+                executable=executable,
+                name='robot_agent' if executable == 'agent' else executable,
+                output='screen',
+                parameters=[config],
+                condition=LaunchConfigurationEquals('robot', 'sim'),
+            )
+        )
     return launch.LaunchDescription(actions)

@@ -17,10 +17,12 @@ setup(
     description='Synthetic robot source, stack bring-up, agent',
     license='Apache-2.0',
     extras_require={'test': ['pytest']},
-    entry_points={'console_scripts': [
-        'synthetic_robot = robot_agent.synthetic_robot:main',
-        'sim_robot = robot_agent.sim_robot:main',
-        'agent = robot_agent.agent_node:main',
-        'stack = robot_agent.stack:main',
-    ]},
+    entry_points={
+        'console_scripts': [
+            'synthetic_robot = robot_agent.synthetic_robot:main',
+            'sim_robot = robot_agent.sim_robot:main',
+            'agent = robot_agent.agent_node:main',
+            'stack = robot_agent.stack:main',
+        ]
+    },
 )

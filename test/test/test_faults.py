@@ -10,6 +10,7 @@ benchmark; here the figures are printed and only bound loosely (a hold within 0.
 recovery within 10 s): recovery after a restart waits on DDS discovery of the new
 process, which on this shared 2-core machine has taken from 0.4 to 3.4 s.
 """
+
 import os
 import random
 import uuid
@@ -18,7 +19,9 @@ import pytest
 
 from robot_agent import faults
 
-ROOT = os.environ.get('WAM_ROOT') or os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+ROOT = os.environ.get('WAM_ROOT') or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), '..', '..')
+)
 
 
 @pytest.fixture(autouse=True)
@@ -30,8 +33,10 @@ def domain():
 def test_world_expert_kill_and_camera_stall():
     out = faults.run(['world_kill', 'camera_stall'], shm_name=f'wam_faults_{uuid.uuid4().hex[:8]}')
     for r in out['faults']:
-        print(f"{r['fault']}: hold {r['hold_ms']} ms, recovery {r['recovery_s']} s, unsafe {r['unsafe']}, "
-              f"stale {r['stale']} ({r['notes']})")
+        print(
+            f'{r["fault"]}: hold {r["hold_ms"]} ms, recovery {r["recovery_s"]} s, unsafe {r["unsafe"]}, '
+            f'stale {r["stale"]} ({r["notes"]})'
+        )
     assert [r['fault'] for r in out['faults']] == ['world_kill', 'camera_stall']
     for r in out['faults']:
         assert r['unsafe'] == 0, r

@@ -1,4 +1,5 @@
 """Whole hot path through real rclpy and DDS: synthetic robot -> world -> cache -> action."""
+
 import glob
 import os
 import random
@@ -10,7 +11,9 @@ import pytest
 
 from robot_agent.stack import Stack
 
-ROOT = os.environ.get('WAM_ROOT') or os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+ROOT = os.environ.get('WAM_ROOT') or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), '..', '..')
+)
 CONFIG = os.path.join(ROOT, 'config', 'wam.yaml')
 
 
@@ -35,15 +38,21 @@ def test_single_process_end_to_end_then_ttl_degrade():
         # ~50 Hz: 200 messages in 4 s; loose bounds, this machine is shared
         assert 150 <= chunks + holds <= 230, (chunks, holds)
         assert chunks >= 0.8 * (chunks + holds)
-        msg = stack.monitor.last_full_chunk     # a transient hold may come last on a loaded machine
+        msg = stack.monitor.last_full_chunk  # a transient hold may come last on a loaded machine
         assert list(msg.joint_names) == stack.action.cfg.control.joint_names
         assert len(msg.points) == 16 and all(len(p.positions) == 7 for p in msg.points)
         # the harness starts stopped, clears after its hold-off, then forwards clamped chunks
         stack.spin_for(2.5)
         h = stack.harness.monitor
-        assert not stack.monitor.safety_stop and stack.monitor.forwarded > 0, (h.reason, h.levels, h.stops)
+        assert not stack.monitor.safety_stop and stack.monitor.forwarded > 0, (
+            h.reason,
+            h.levels,
+            h.stops,
+        )
         enc = stack.world.encoder
-        assert enc.world_calls == enc.frames - enc.hits and enc.world_calls > 100   # once per distinct frame
+        assert (
+            enc.world_calls == enc.frames - enc.hits and enc.world_calls > 100
+        )  # once per distinct frame
         # camera stalls -> representation ages past the TTL -> holds, with the reason
         stack.robot.camera_paused = True
         stack.spin_for(0.5)
@@ -82,14 +91,27 @@ def test_stack_on_the_simulator_and_an_injected_stop_freezes_the_arm():
     from diagnostic_msgs.msg import DiagnosticArray
 
     from wam_core import ros_convert as rc
-    stack = Stack('single', CONFIG, robot='sim', seed=3, agent=True,
-                  extra_args=['-p', 'task.subtask_duration_s:=0.5'])
+
+    stack = Stack(
+        'single',
+        CONFIG,
+        robot='sim',
+        seed=3,
+        agent=True,
+        extra_args=['-p', 'task.subtask_duration_s:=0.5'],
+    )
     try:
         stack.wait_ready(60)
-        stack.spin_for(3.0)                           # the harness clears its start-up stop
-        assert stack.robot.frames > 60 and stack.monitor.forwarded > 0 and not stack.monitor.safety_stop
+        stack.spin_for(3.0)  # the harness clears its start-up stop
+        assert (
+            stack.robot.frames > 60
+            and stack.monitor.forwarded > 0
+            and not stack.monitor.safety_stop
+        )
         assert stack.world.encoder.world_calls > 30
-        stack.spin_for(2.0, until=lambda: stack.agent.agent.state in ('OBSERVE', 'DONE', 'ABORTED'))
+        stack.spin_for(
+            2.0, until=lambda: stack.agent.agent.state in ('OBSERVE', 'DONE', 'ABORTED')
+        )
         visited = [t[2] for t in stack.agent.agent.transitions]
         assert visited[:3] == ['PERCEIVE', 'PLAN', 'ACT'], visited
         assert stack.agent.progress, 'the agent follows the ExecuteTask feedback'
@@ -97,8 +119,17 @@ def test_stack_on_the_simulator_and_an_injected_stop_freezes_the_arm():
         inject = stack.monitor.create_publisher(DiagnosticArray, '/diagnostics', 10)
 
         def report_error():
-            inject.publish(rc.diagnostic_array(_time.time_ns(), [rc.diagnostic_status(
-                'action_expert: action expert', 'test', rc.ERROR, 'injected fault', [])]))
+            inject.publish(
+                rc.diagnostic_array(
+                    _time.time_ns(),
+                    [
+                        rc.diagnostic_status(
+                            'action_expert: action expert', 'test', rc.ERROR, 'injected fault', []
+                        )
+                    ],
+                )
+            )
+
         t_inject = stack.robot.sim.time
         report_error()
         stack.spin_for(0.3)
@@ -106,9 +137,9 @@ def test_stack_on_the_simulator_and_an_injected_stop_freezes_the_arm():
         assert sim.stopped and stack.monitor.safety_stop
         assert sim.stop_time - t_inject <= 0.04, sim.stop_time - t_inject
         q0 = sim.joint_positions()
-        for _ in range(10):        # a node in ERROR keeps saying so (the real one says OK in between)
+        for _ in range(10):  # a node in ERROR keeps saying so (the real one says OK in between)
             report_error()
             stack.spin_for(0.1)
-        assert np.max(np.abs(sim.joint_positions() - q0)) < 0.01     # frozen while chunks keep coming
+        assert np.max(np.abs(sim.joint_positions() - q0)) < 0.01  # frozen while chunks keep coming
     finally:
         stack.shutdown()

@@ -5,6 +5,7 @@ to the cache; activate: warm up, start the timer; deactivate: stop the timer and
 publish a hold. Each tick never waits for the world expert: it uses the newest
 representation that passes the version, TTL and seqlock checks, or holds.
 """
+
 from __future__ import annotations
 
 import sys
@@ -18,7 +19,6 @@ from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
-from wam_interfaces.msg import ActiveSubtask, RepresentationDescriptor
 
 from wam_core import ros_convert as rc
 from wam_core.action_expert import load_action_expert
@@ -28,6 +28,7 @@ from wam_core.joint_state import JointStateError, JointStateMapper
 from wam_core.latency import LatencyWindow, RateMeter, StageTimer
 from wam_core.manifest import ManifestError
 from wam_core.repr_cache import CacheError, open_cache_reader
+from wam_interfaces.msg import ActiveSubtask, RepresentationDescriptor
 from wam_util.diagnostics import NodeDiagnostics
 from wam_util.executors import run_node
 from wam_util.params import declare_stack_config, read_stack_config
@@ -47,7 +48,9 @@ class ActionExpertNode(LifecycleNode):
         self._subs = []
         self.timer_stats = StageTimer('cache_read', 'prepare', 'forward', 'publish', 'tick')
         self.period = LatencyWindow()
-        self.obs_to_action = LatencyWindow()   # camera stamp -> first chunk that used its representation
+        self.obs_to_action = (
+            LatencyWindow()
+        )  # camera stamp -> first chunk that used its representation
         self._last_fire = None
         self.rejected = {}
         self.last_reason = ''
@@ -69,43 +72,75 @@ class ActionExpertNode(LifecycleNode):
             model_dir = resolve_path(self.cfg.experts.action.model_dir)
             model, manifest = load_action_expert(model_dir, self.cfg.runtime.action_precision)
             if model.config.num_joints != len(self.cfg.control.joint_names):
-                raise ValueError(f'model outputs {model.config.num_joints} joints but control.joint_names '
-                                 f'has {len(self.cfg.control.joint_names)}')
-            self.cache = self._shared_cache if self._shared_cache is not None else open_cache_reader(self.cfg.repr_cache)
+                raise ValueError(
+                    f'model outputs {model.config.num_joints} joints but control.joint_names '
+                    f'has {len(self.cfg.control.joint_names)}'
+                )
+            self.cache = (
+                self._shared_cache
+                if self._shared_cache is not None
+                else open_cache_reader(self.cfg.repr_cache)
+            )
         except (ManifestError, CacheError, ConfigError, OSError, ValueError) as exc:
             self.get_logger().error(f'configure failed: {exc}')
             return TransitionCallbackReturn.FAILURE
         self.manifest = manifest
         self.world_version = str(manifest.extra.get('world_version', manifest.version))
-        self.ticker = ActionTicker(model, self.cache, self.world_version, model.config.num_joints,
-                                   model.config.subtask_dim, self.cfg.runtime.timeout_action_ms)
+        self.ticker = ActionTicker(
+            model,
+            self.cache,
+            self.world_version,
+            model.config.num_joints,
+            model.config.subtask_dim,
+            self.cfg.runtime.timeout_action_ms,
+        )
         self.joints = JointStateMapper(self.cfg.control.joint_names)
-        self._pub = self.create_lifecycle_publisher(JointTrajectory, '/action_expert/raw_chunk', 10)
+        self._pub = self.create_lifecycle_publisher(
+            JointTrajectory, '/action_expert/raw_chunk', 10
+        )
         self._subs = [
-            self.create_subscription(JointState, '/joint_states', self._on_joint_state, qos_profile_sensor_data),
-            self.create_subscription(RepresentationDescriptor, '/world_expert/representation',
-                                     self._on_descriptor, 10),
+            self.create_subscription(
+                JointState, '/joint_states', self._on_joint_state, qos_profile_sensor_data
+            ),
+            self.create_subscription(
+                RepresentationDescriptor, '/world_expert/representation', self._on_descriptor, 10
+            ),
             # latched: an expert that (re)starts mid-task still gets the active subtask
-            self.create_subscription(ActiveSubtask, '/harness/active_subtask', self._on_subtask,
-                                     QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
-                                                reliability=ReliabilityPolicy.RELIABLE)),
+            self.create_subscription(
+                ActiveSubtask,
+                '/harness/active_subtask',
+                self._on_subtask,
+                QoSProfile(
+                    depth=1,
+                    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                    reliability=ReliabilityPolicy.RELIABLE,
+                ),
+            ),
         ]
         self.subtask_text = '(none: default conditioning)'
-        self.get_logger().info(f'action expert {manifest.name} version {manifest.version} loaded from {model_dir}; '
-                               f'accepts world version {self.world_version}, chunk {model.config.chunk_size}'
-                               f'x{model.config.num_joints}')
+        self.get_logger().info(
+            f'action expert {manifest.name} version {manifest.version} loaded from {model_dir}; '
+            f'accepts world version {self.world_version}, chunk {model.config.chunk_size}'
+            f'x{model.config.num_joints}'
+        )
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:
         t0 = time.perf_counter()
-        self.ticker.warmup(self.cfg.runtime.warmup_requests, (65, self.ticker.model.config.repr_dim))
-        self._timer = self.create_timer(self.cfg.control.period_s, self._tick, callback_group=self._tick_group)
+        self.ticker.warmup(
+            self.cfg.runtime.warmup_requests, (65, self.ticker.model.config.repr_dim)
+        )
+        self._timer = self.create_timer(
+            self.cfg.control.period_s, self._tick, callback_group=self._tick_group
+        )
         self.diagnostics.start()
         self._diag_timer = self.create_timer(self.diagnostics.TIMER_S, self._diagnostics_due)
         self.ready = True
-        self._diag_due = True       # report at the first tick: after a restart the harness waits on it
-        self.get_logger().info(f'ready: warm-up {self.cfg.runtime.warmup_requests} passes in '
-                               f'{(time.perf_counter() - t0) * 1e3:.0f} ms; ticking every {self.cfg.control.period_s * 1e3:.1f} ms')
+        self._diag_due = True  # report at the first tick: after a restart the harness waits on it
+        self.get_logger().info(
+            f'ready: warm-up {self.cfg.runtime.warmup_requests} passes in '
+            f'{(time.perf_counter() - t0) * 1e3:.0f} ms; ticking every {self.cfg.control.period_s * 1e3:.1f} ms'
+        )
         return super().on_activate(state)
 
     def on_deactivate(self, state: State) -> TransitionCallbackReturn:
@@ -113,9 +148,15 @@ class ActionExpertNode(LifecycleNode):
         if self._timer is not None:
             self.destroy_timer(self._timer)
             self._timer = None
-        if self.ticker._joint_np is not None:          # leave the robot holding, not mid-chunk
-            self._pub.publish(rc.joint_trajectory(self.cfg.control.joint_names,
-                                                  self.ticker._joint_np.reshape(1, -1), time.time_ns(), 0.0))
+        if self.ticker._joint_np is not None:  # leave the robot holding, not mid-chunk
+            self._pub.publish(
+                rc.joint_trajectory(
+                    self.cfg.control.joint_names,
+                    self.ticker._joint_np.reshape(1, -1),
+                    time.time_ns(),
+                    0.0,
+                )
+            )
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: State) -> TransitionCallbackReturn:
@@ -159,7 +200,10 @@ class ActionExpertNode(LifecycleNode):
     def _on_descriptor(self, msg: RepresentationDescriptor) -> None:
         self._repr_rate.tick(time.monotonic())
         if self.cache is not None and 0 < self.cache.capacity <= msg.slot:
-            self._reject('descriptor', ValueError(f'slot {msg.slot} outside the ring of {self.cache.capacity}'))
+            self._reject(
+                'descriptor',
+                ValueError(f'slot {msg.slot} outside the ring of {self.cache.capacity}'),
+            )
             return
         self.ticker.set_descriptor(Descriptor(msg.key, msg.model_version, msg.slot, msg.epoch))
 
@@ -177,7 +221,9 @@ class ActionExpertNode(LifecycleNode):
             return
         t1 = time.perf_counter()
         start_ns = time.time_ns()
-        msg = rc.joint_trajectory(self.cfg.control.joint_names, res.positions, start_ns, self.cfg.control.period_s)
+        msg = rc.joint_trajectory(
+            self.cfg.control.joint_names, res.positions, start_ns, self.cfg.control.period_s
+        )
         self._pub.publish(msg)
         if res.new_representation:
             self.obs_to_action.add((time.time_ns() - res.obs_stamp_ns) / 1e6)
@@ -230,19 +276,36 @@ class ActionExpertNode(LifecycleNode):
             level, message = rc.WARN, f'holding: {self.last_reason}'
         elif out_rate < 0.9 * hz:
             level, message = rc.WARN, f'chunks at {out_rate:.1f} Hz, expected {hz:.0f} Hz'
-        js_rate, js_hz = self._joint_rate.rate(now), self.get_parameter('expected_joint_state_hz').value
-        rep_rate, rep_hz = self._repr_rate.rate(now), self.get_parameter('expected_representation_hz').value
+        js_rate, js_hz = (
+            self._joint_rate.rate(now),
+            self.get_parameter('expected_joint_state_hz').value,
+        )
+        rep_rate, rep_hz = (
+            self._repr_rate.rate(now),
+            self.get_parameter('expected_representation_hz').value,
+        )
         if level == rc.OK and js_rate < 0.5 * js_hz:
             level, message = rc.WARN, f'joint_states at {js_rate:.1f} Hz, expected {js_hz:.0f} Hz'
         elif level == rc.OK and rep_rate < 0.5 * rep_hz:
-            level, message = rc.WARN, f'representations at {rep_rate:.1f} Hz, expected {rep_hz:.0f} Hz'
-        values = [('world version accepted', self.world_version), ('active subtask', self.subtask_text),
-                  ('ticks', t.ticks), ('chunks', t.chunks),
-                  ('degraded ticks', t.degraded_ticks), ('scene prepares', t.prepares),
-                  ('cache hit rate', hits / total if total else float('nan')),
-                  ('chunk rate Hz', out_rate), ('expected chunk Hz', hz),
-                  ('joint_states rate Hz', js_rate), ('expected joint_states Hz', js_hz),
-                  ('representation rate Hz', rep_rate), ('expected representation Hz', rep_hz)]
+            level, message = (
+                rc.WARN,
+                f'representations at {rep_rate:.1f} Hz, expected {rep_hz:.0f} Hz',
+            )
+        values = [
+            ('world version accepted', self.world_version),
+            ('active subtask', self.subtask_text),
+            ('ticks', t.ticks),
+            ('chunks', t.chunks),
+            ('degraded ticks', t.degraded_ticks),
+            ('scene prepares', t.prepares),
+            ('cache hit rate', hits / total if total else float('nan')),
+            ('chunk rate Hz', out_rate),
+            ('expected chunk Hz', hz),
+            ('joint_states rate Hz', js_rate),
+            ('expected joint_states Hz', js_hz),
+            ('representation rate Hz', rep_rate),
+            ('expected representation Hz', rep_hz),
+        ]
         values += [(f'degraded: {k}', v) for k, v in sorted(t.degraded.items())]
         values += [(f'rejected: {k}', v) for k, v in sorted(self.rejected.items())]
         for stage, s in self.timer_stats.summary().items():

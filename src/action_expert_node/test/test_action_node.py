@@ -1,4 +1,5 @@
 """Action expert node through real rclpy: bad input rejected, holds, chunks."""
+
 import math
 import os
 import random
@@ -12,7 +13,6 @@ from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
-from wam_interfaces.msg import ActiveSubtask, RepresentationDescriptor
 
 from action_expert_node.node import ActionExpertNode
 from wam_core.config import DEFAULT_JOINT_NAMES
@@ -20,6 +20,7 @@ from wam_core.default_models import write_default_models
 from wam_core.repr_cache import InProcessCache
 from wam_core.synthetic import SyntheticScene
 from wam_core.world_expert import WorldExpert
+from wam_interfaces.msg import ActiveSubtask, RepresentationDescriptor
 from wam_util.executors import make_executor, spin_slice
 
 
@@ -44,9 +45,13 @@ def _spin(ex, seconds):
 
 def test_bad_inputs_rejected_holds_then_chunks(models, ros):
     cache = InProcessCache(16, 10_000, models['version'])
-    node = ActionExpertNode(cache=cache, parameter_overrides=[
-        Parameter('experts.action.model_dir', value=models['action_dir']),
-        Parameter('runtime.warmup_requests', value=2)])
+    node = ActionExpertNode(
+        cache=cache,
+        parameter_overrides=[
+            Parameter('experts.action.model_dir', value=models['action_dir']),
+            Parameter('runtime.warmup_requests', value=2),
+        ],
+    )
     probe = rclpy.create_node('probe')
     js_pub = probe.create_publisher(JointState, '/joint_states', qos_profile_sensor_data)
     d_pub = probe.create_publisher(RepresentationDescriptor, '/world_expert/representation', 10)
@@ -60,11 +65,13 @@ def test_bad_inputs_rejected_holds_then_chunks(models, ros):
         assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
         assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
         _spin(ex, 0.5)
-        assert chunks == []                                   # no joint state yet: nothing to hold
-        for bad in (JointState(name=names, position=[math.nan] * 7),
-                    JointState(name=names, position=[0.0] * 6),
-                    JointState(name=names[:5], position=[0.0] * 5),
-                    JointState(name=names, position=[0.0, math.inf] + [0.0] * 5)):
+        assert chunks == []  # no joint state yet: nothing to hold
+        for bad in (
+            JointState(name=names, position=[math.nan] * 7),
+            JointState(name=names, position=[0.0] * 6),
+            JointState(name=names[:5], position=[0.0] * 5),
+            JointState(name=names, position=[0.0, math.inf] + [0.0] * 5),
+        ):
             js_pub.publish(bad)
             _spin(ex, 0.1)
         assert node.rejected.get('joint_state') == 4
@@ -93,12 +100,21 @@ def test_bad_inputs_rejected_holds_then_chunks(models, ros):
         assert list(c.joint_names) == names
         tfs = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in c.points]
         assert tfs[0] == 0.0 and abs(tfs[1] - 0.02) < 1e-9 and abs(tfs[-1] - 0.30) < 1e-9
-        assert all(len(p.positions) == 7 and all(math.isfinite(x) for x in p.positions) for p in c.points)
+        assert all(
+            len(p.positions) == 7 and all(math.isfinite(x) for x in p.positions) for p in c.points
+        )
         assert node.ticker.prepares == 1
         # subtask conditioning: a bad vector is rejected, a good one changes the chunk
         before = np.array([p.positions for p in chunks[-1].points])
-        sub_pub = probe.create_publisher(ActiveSubtask, '/harness/active_subtask', QoSProfile(
-            depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE))
+        sub_pub = probe.create_publisher(
+            ActiveSubtask,
+            '/harness/active_subtask',
+            QoSProfile(
+                depth=1,
+                durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                reliability=ReliabilityPolicy.RELIABLE,
+            ),
+        )
         sub_pub.publish(ActiveSubtask(embedding=[1.0] * 5))
         _spin(ex, 0.2)
         assert node.rejected.get('active_subtask') == 1

@@ -1,4 +1,5 @@
 """ExecuteTask through real rclpy: plan, feedback per subtask, conditioning, cancel holds."""
+
 import os
 import random
 import socket
@@ -13,11 +14,11 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
-from wam_interfaces.action import ExecuteTask
-from wam_interfaces.msg import ActiveSubtask
 
 from harness_node.node import HarnessNode
 from wam_core.config import DEFAULT_JOINT_NAMES
+from wam_interfaces.action import ExecuteTask
+from wam_interfaces.msg import ActiveSubtask
 from wam_util.executors import make_executor, spin_slice
 
 
@@ -31,18 +32,27 @@ def _dead_port():
 def rig(request):
     os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
     rclpy.init()
-    node = HarnessNode(parameter_overrides=[
-        Parameter('task.subtask_duration_s', value=request.param),
-        # a server that refuses connections: every plan must come from the rule fallback
-        Parameter('planner.llm_url', value=f'http://127.0.0.1:{_dead_port()}/v1'),
-        Parameter('planner.timeout_s', value=0.2)])
+    node = HarnessNode(
+        parameter_overrides=[
+            Parameter('task.subtask_duration_s', value=request.param),
+            # a server that refuses connections: every plan must come from the rule fallback
+            Parameter('planner.llm_url', value=f'http://127.0.0.1:{_dead_port()}/v1'),
+            Parameter('planner.timeout_s', value=0.2),
+        ]
+    )
     probe = rclpy.create_node('probe')
     r = type('Rig', (), {})()
     r.node, r.probe = node, probe
     r.subtasks, r.out, r.feedback = [], [], []
-    probe.create_subscription(ActiveSubtask, '/harness/active_subtask', r.subtasks.append,
-                              QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL))
-    probe.create_subscription(JointTrajectory, '/arm_controller/joint_trajectory', r.out.append, 10)
+    probe.create_subscription(
+        ActiveSubtask,
+        '/harness/active_subtask',
+        r.subtasks.append,
+        QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL),
+    )
+    probe.create_subscription(
+        JointTrajectory, '/arm_controller/joint_trajectory', r.out.append, 10
+    )
     r.js = probe.create_publisher(JointState, '/joint_states', qos_profile_sensor_data)
     r.instr = probe.create_publisher(String, '/instruction', 10)
     r.client = ActionClient(probe, ExecuteTask, '/harness/execute_task')
@@ -65,7 +75,9 @@ def spin_until(r, pred, timeout):
 
 def send(r, text):
     assert spin_until(r, lambda: r.client.server_is_ready(), 10)
-    fut = r.client.send_goal_async(ExecuteTask.Goal(instruction=text), feedback_callback=r.feedback.append)
+    fut = r.client.send_goal_async(
+        ExecuteTask.Goal(instruction=text), feedback_callback=r.feedback.append
+    )
     assert spin_until(r, fut.done, 10)
     return fut.result()
 
@@ -88,7 +100,7 @@ def test_goal_runs_through_its_subtasks_with_feedback(rig):
     last = r.subtasks[-1]
     assert last.subtask.text == 'release the red apple' and len(last.embedding) == 384
     assert last.intent_names[max(range(9), key=lambda i: last.intent_weights[i])] == 'release'
-    assert r.node.embedder.model_calls == 6          # once per subtask
+    assert r.node.embedder.model_calls == 6  # once per subtask
 
 
 @pytest.mark.parametrize('rig', [0.1], indirect=True)
@@ -99,7 +111,7 @@ def test_unplannable_goal_fails_with_a_reason_and_instruction_topic_works(rig):
     assert spin_until(r, res_fut.done, 20)
     res = res_fut.result()
     assert res.status == GoalStatus.STATUS_ABORTED and 'no known skill' in res.result.reason
-    assert not send(r, 'x' * 2000).accepted         # oversized: rejected up front
+    assert not send(r, 'x' * 2000).accepted  # oversized: rejected up front
     r.instr.publish(String(data='open the fridge'))
     assert spin_until(r, lambda: any(s.subtask.skill == 'open' for s in r.subtasks), 10)
 
@@ -116,4 +128,8 @@ def test_cancel_stops_execution_and_holds(rig):
     res_fut = handle.get_result_async()
     assert spin_until(r, res_fut.done, 5)
     assert res_fut.result().status == GoalStatus.STATUS_CANCELED
-    assert r.out and len(r.out[-1].points) == 1 and r.out[-1].points[0].positions[0] == pytest.approx(0.2)
+    assert (
+        r.out
+        and len(r.out[-1].points) == 1
+        and r.out[-1].points[0].positions[0] == pytest.approx(0.2)
+    )

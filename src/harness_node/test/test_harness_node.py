@@ -1,4 +1,5 @@
 """Harness through real rclpy: clamping gate, safety stop from diagnostics and silence, reset."""
+
 import math
 import os
 import random
@@ -21,24 +22,34 @@ from wam_core.config import DEFAULT_JOINT_NAMES
 from wam_util.executors import make_executor, spin_slice
 
 NAMES = list(DEFAULT_JOINT_NAMES)
-Q = [0.1] * 6 + [0.02]          # inside every limit (the gripper's is 0..0.04 m)
+Q = [0.1] * 6 + [0.02]  # inside every limit (the gripper's is 0..0.04 m)
 
 
 @pytest.fixture
 def rig():
     os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
     rclpy.init()
-    node = HarnessNode(parameter_overrides=[
-        Parameter('safety.chunk_hold_s', value=0.6), Parameter('safety.chunk_timeout_s', value=0.6),
-        Parameter('safety.holdoff_s', value=60.0),
-        Parameter('safety.silence_timeout_s', value=30.0)])
+    node = HarnessNode(
+        parameter_overrides=[
+            Parameter('safety.chunk_hold_s', value=0.6),
+            Parameter('safety.chunk_timeout_s', value=0.6),
+            Parameter('safety.holdoff_s', value=60.0),
+            Parameter('safety.silence_timeout_s', value=30.0),
+        ]
+    )
     probe = rclpy.create_node('probe')
     r = type('Rig', (), {})()
     r.node, r.probe = node, probe
     r.out, r.stop = [], []
-    probe.create_subscription(JointTrajectory, '/arm_controller/joint_trajectory', r.out.append, 100)
-    probe.create_subscription(Bool, '/safety/stop', lambda m: r.stop.append(m.data),
-                              QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    probe.create_subscription(
+        JointTrajectory, '/arm_controller/joint_trajectory', r.out.append, 100
+    )
+    probe.create_subscription(
+        Bool,
+        '/safety/stop',
+        lambda m: r.stop.append(m.data),
+        QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL),
+    )
     r.js = probe.create_publisher(JointState, '/joint_states', qos_profile_sensor_data)
     r.raw = probe.create_publisher(JointTrajectory, '/action_expert/raw_chunk', 10)
     r.diag = probe.create_publisher(DiagnosticArray, '/diagnostics', 10)
@@ -60,10 +71,23 @@ def spin(r, s):
 
 
 def diag(r, action_level=rc.OK, message='ok'):
-    r.diag.publish(rc.diagnostic_array(time.time_ns(), [
-        rc.diagnostic_status('world_expert: world expert', 'w', rc.OK, 'ok', [('model version', 'v1')]),
-        rc.diagnostic_status('action_expert: action expert', 'a', action_level, message,
-                             [('world version accepted', 'v1')])]))
+    r.diag.publish(
+        rc.diagnostic_array(
+            time.time_ns(),
+            [
+                rc.diagnostic_status(
+                    'world_expert: world expert', 'w', rc.OK, 'ok', [('model version', 'v1')]
+                ),
+                rc.diagnostic_status(
+                    'action_expert: action expert',
+                    'a',
+                    action_level,
+                    message,
+                    [('world version accepted', 'v1')],
+                ),
+            ],
+        )
+    )
 
 
 def chunk(r, positions):
@@ -83,13 +107,13 @@ def test_gate_clamps_rejects_and_safety_stop_cycle(rig):
     spin(r, 0.5)
     r.js.publish(JointState(name=NAMES, position=[0.0] * 7))
     spin(r, 0.1)
-    assert r.stop[-1] is True                   # starts stopped until the nodes report OK
+    assert r.stop[-1] is True  # starts stopped until the nodes report OK
     chunk(r, [[0.0] * 7])
     spin(r, 0.1)
     assert r.out == []
     diag(r)
     spin(r, 0.2)
-    assert call_reset(r).success                # hold-off is 60 s here: reset instead
+    assert call_reset(r).success  # hold-off is 60 s here: reset instead
     spin(r, 0.1)
     assert r.stop[-1] is False
     # a jump of 1 rad in one 20 ms step is clamped to the velocity limit (1.5 rad/s)
@@ -133,4 +157,8 @@ def test_gate_clamps_rejects_and_safety_stop_cycle(rig):
     assert len(r.out) == n + 1 and r.node.gate.rejected == {'non_finite': 1, 'joint_names': 1}
     # silence of the action expert's chunks stops the robot too
     spin(r, 0.9)
-    assert r.node.monitor.stopped and 'no action chunk' in r.node.monitor.reason and r.stop[-1] is True
+    assert (
+        r.node.monitor.stopped
+        and 'no action chunk' in r.node.monitor.reason
+        and r.stop[-1] is True
+    )

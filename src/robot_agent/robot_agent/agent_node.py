@@ -5,6 +5,7 @@ states flowing, the ExecuteTask goal's acceptance and result, the simulator's su
 signal), sends goals when it asks, publishes /agent/state and reports transitions in
 /diagnostics.
 """
+
 from __future__ import annotations
 
 import time
@@ -14,10 +15,10 @@ from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Bool, String
-from wam_interfaces.action import ExecuteTask
 
 from wam_core import ros_convert as rc
 from wam_core.agent import ABORTED, Agent, AgentConfig
+from wam_interfaces.action import ExecuteTask
 from wam_util.diagnostics import NodeDiagnostics
 from wam_util.executors import run_node
 
@@ -36,8 +37,12 @@ class AgentNode(Node):
         self._want_goal = False
         self.progress = ''
         self._state_pub = self.create_publisher(String, '/agent/state', 10)
-        self.create_subscription(Image, '/camera/image_raw', self._on_image, qos_profile_sensor_data)
-        self.create_subscription(JointState, '/joint_states', self._on_joints, qos_profile_sensor_data)
+        self.create_subscription(
+            Image, '/camera/image_raw', self._on_image, qos_profile_sensor_data
+        )
+        self.create_subscription(
+            JointState, '/joint_states', self._on_joints, qos_profile_sensor_data
+        )
         self.create_subscription(Bool, '/sim/task_success', self._on_success, 10)
         self._client = ActionClient(self, ExecuteTask, '/harness/execute_task')
         self.diagnostics = NodeDiagnostics(self, 'robot agent', self._diagnostics)
@@ -60,13 +65,19 @@ class AgentNode(Node):
         # Sent once the harness's action server is up; PLAN times out with a reason if never.
         self._want_goal = False
         self._accepted = self._result = None
-        fut = self._client.send_goal_async(ExecuteTask.Goal(instruction=self.agent.instruction),
-                                           feedback_callback=self._on_feedback)
+        fut = self._client.send_goal_async(
+            ExecuteTask.Goal(instruction=self.agent.instruction),
+            feedback_callback=self._on_feedback,
+        )
         fut.add_done_callback(self._on_goal_response)
 
     def _on_feedback(self, msg) -> None:
         fb = msg.feedback
-        text = f'{fb.state} {fb.active_index + 1}/{len(fb.plan)}: {fb.active_skill}' if fb.plan else fb.state
+        text = (
+            f'{fb.state} {fb.active_index + 1}/{len(fb.plan)}: {fb.active_skill}'
+            if fb.plan
+            else fb.state
+        )
         if text != self.progress:
             self.progress = text
             self.get_logger().info(f'task progress ({fb.planner or "planning"}): {text}')
@@ -76,15 +87,23 @@ class AgentNode(Node):
         self._accepted = bool(handle.accepted)
         if handle.accepted:
             handle.get_result_async().add_done_callback(
-                lambda f: setattr(self, '_result', (f.result().result.success, f.result().result.reason)))
+                lambda f: setattr(
+                    self, '_result', (f.result().result.success, f.result().result.reason)
+                )
+            )
 
     def _step(self) -> None:
         now = time.monotonic()
         perception_ok = now - self._last_image < 0.5 and now - self._last_joints < 0.5
         accepted, self._accepted = self._accepted, None
         result, self._result = self._result, None
-        action = self.agent.step(now, perception_ok=perception_ok, goal_accepted=accepted, result=result,
-                                 success=self.success)
+        action = self.agent.step(
+            now,
+            perception_ok=perception_ok,
+            goal_accepted=accepted,
+            result=result,
+            success=self.success,
+        )
         if action == 'send_goal':
             self._want_goal = True
         if self._want_goal and self._client.server_is_ready():
@@ -97,11 +116,19 @@ class AgentNode(Node):
     def _diagnostics(self):
         a = self.agent
         level = rc.WARN if a.state == ABORTED else rc.OK
-        values = [('state', a.state), ('reason', a.reason), ('instruction', a.instruction),
-                  ('attempts', a.attempts), ('transitions', len(a.transitions)), ('task progress', self.progress),
-                  ('task success signal', self.success)]
-        values += [(f'transition {i}', f'{t1:.2f}s {s0}->{s1}: {why}')
-                   for i, (t1, s0, s1, why) in enumerate(a.transitions[-5:])]
+        values = [
+            ('state', a.state),
+            ('reason', a.reason),
+            ('instruction', a.instruction),
+            ('attempts', a.attempts),
+            ('transitions', len(a.transitions)),
+            ('task progress', self.progress),
+            ('task success signal', self.success),
+        ]
+        values += [
+            (f'transition {i}', f'{t1:.2f}s {s0}->{s1}: {why}')
+            for i, (t1, s0, s1, why) in enumerate(a.transitions[-5:])
+        ]
         return level, f'{a.state}: {a.reason}', values
 
 

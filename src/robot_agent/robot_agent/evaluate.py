@@ -12,6 +12,7 @@
 
 Held-out seeds start at wam_core.dataset.EVAL_FIRST_SEED; training uses seeds 0..N-1.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,7 +20,6 @@ import json
 import os
 import sys
 import time
-from typing import Dict, List
 
 from wam_core.dataset import EVAL_FIRST_SEED
 from wam_core.evaluate import MAX_EPISODE_S, SETTLE_S, EpisodeResult, SuccessWatch, summarise
@@ -29,27 +29,42 @@ CONFIG = os.path.join(ROOT, 'config', 'wam.yaml')
 INSTRUCTION = 'put the red apple in the fridge'
 
 
-def evaluate_stack(seeds: List[int], mode: str = 'multi', config: str = CONFIG,
-                   max_s: float = MAX_EPISODE_S, progress: bool = True) -> Dict[str, float]:
+def evaluate_stack(
+    seeds: list[int],
+    mode: str = 'multi',
+    config: str = CONFIG,
+    max_s: float = MAX_EPISODE_S,
+    progress: bool = True,
+) -> dict[str, float]:
     from rclpy.action import ActionClient
     from tqdm import tqdm
+
     from wam_interfaces.action import ExecuteTask
 
     from .stack import Stack
+
     stack = Stack(mode, config, robot='sim', seed=seeds[0])
-    results: List[EpisodeResult] = []
+    results: list[EpisodeResult] = []
     try:
         stack.wait_ready(120)
-        stack.spin_for(3.0, until=lambda: stack.monitor.forwarded > 0 and not stack.monitor.safety_stop)
+        stack.spin_for(
+            3.0, until=lambda: stack.monitor.forwarded > 0 and not stack.monitor.safety_stop
+        )
         client = ActionClient(stack.monitor, ExecuteTask, '/harness/execute_task')
         if not client.wait_for_server(timeout_sec=10.0):
             raise RuntimeError('no ExecuteTask server on /harness/execute_task')
         sim = stack.robot.sim
         d0 = stack.stats()
-        bar = tqdm(seeds, desc=f'{mode}-process ROS 2 stack', unit='ep', disable=not progress, file=sys.stderr)
+        bar = tqdm(
+            seeds,
+            desc=f'{mode}-process ROS 2 stack',
+            unit='ep',
+            disable=not progress,
+            file=sys.stderr,
+        )
         for seed in bar:
             sim.reset(seed)
-            sim.set_stop(True)                       # settle as the direct runs do, then go
+            sim.set_stop(True)  # settle as the direct runs do, then go
             stack.spin_for(SETTLE_S)
             sim.set_stop(False)
             fut = client.send_goal_async(ExecuteTask.Goal(instruction=INSTRUCTION))
@@ -64,13 +79,14 @@ def evaluate_stack(seeds: List[int], mode: str = 'multi', config: str = CONFIG,
                     res.success, res.time_to_success_s = True, watch.since - t0
                     return True
                 return sim.time - t0 > max_s
+
             stack.spin_for(max_s * 2, until=finished)
             results.append(res)
             done = handle.cancel_goal_async()
             stack.spin_for(3.0, until=done.done)
             stack.spin_for(0.2)
             bar.set_postfix(success=f'{sum(r.success for r in results)}/{len(results)}')
-        stack.spin_for(1.2)                          # one more diagnostics round
+        stack.spin_for(1.2)  # one more diagnostics round
         d1 = stack.stats()
     finally:
         stack.shutdown()
@@ -84,7 +100,9 @@ def evaluate_stack(seeds: List[int], mode: str = 'multi', config: str = CONFIG,
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument('--episodes', type=int, default=50)
     ap.add_argument('--first-seed', type=int, default=EVAL_FIRST_SEED)
     ap.add_argument('--mode', default='multi', choices=['single', 'multi'])
@@ -94,42 +112,59 @@ def main(argv=None) -> int:
     seeds = list(range(args.first_seed, args.first_seed + args.episodes))
     which = [w.strip() for w in args.only.split(',') if w.strip()]
     from wam_core.config import load_stack_config, resolve_path
+
     cfg = load_stack_config(CONFIG)
-    world_dir, action_dir = resolve_path(cfg.experts.world.model_dir), resolve_path(cfg.experts.action.model_dir)
-    results: Dict[str, Dict] = {}
+    world_dir, action_dir = (
+        resolve_path(cfg.experts.world.model_dir),
+        resolve_path(cfg.experts.action.model_dir),
+    )
+    results: dict[str, dict] = {}
     t0 = time.perf_counter()
     if 'direct' in which or 'unified' in which:
         from wam_core.evaluate import Policy, evaluate
+
         policy = Policy(world_dir, action_dir, INSTRUCTION, precision=cfg.runtime.precision)
         for mode in ('direct', 'unified'):
             if mode in which:
                 results[mode] = evaluate(policy, seeds, mode)
-                print(f"{mode:8} success {results[mode]['successes']}/{len(seeds)}", flush=True)
+                print(f'{mode:8} success {results[mode]["successes"]}/{len(seeds)}', flush=True)
     if 'stack' in which:
         results['stack'] = evaluate_stack(seeds, args.mode)
-        print(f"stack    success {results['stack']['successes']}/{len(seeds)}", flush=True)
+        print(f'stack    success {results["stack"]["successes"]}/{len(seeds)}', flush=True)
     from wam_core.manifest import read_manifest
+
     man = read_manifest(action_dir)
-    task = {'episodes': len(seeds), 'first_seed': args.first_seed, 'mode': args.mode,
-            'model_version': man.version, 'trained': bool(man.extra.get('trained', False)),
-            'seconds': round(time.perf_counter() - t0, 1)}
+    task = {
+        'episodes': len(seeds),
+        'first_seed': args.first_seed,
+        'mode': args.mode,
+        'model_version': man.version,
+        'trained': bool(man.extra.get('trained', False)),
+        'seconds': round(time.perf_counter() - t0, 1),
+    }
     for name, r in results.items():
-        task[f'success_rate_{name if name != "unified" else "unified_baseline"}'] = r['success_rate']
+        task[f'success_rate_{name if name != "unified" else "unified_baseline"}'] = r[
+            'success_rate'
+        ]
         task[name] = r
     if 'stack' in results:
         task['mean_time_to_success_s'] = results['stack']['mean_time_to_success_s']
     if 'stack' in results and 'direct' in results:
-        task['stack_minus_direct_points'] = 100.0 * (results['stack']['success_rate']
-                                                     - results['direct']['success_rate'])
+        task['stack_minus_direct_points'] = 100.0 * (
+            results['stack']['success_rate'] - results['direct']['success_rate']
+        )
     sys.path.insert(0, os.path.join(ROOT, 'bench'))
     from report import update_report
+
     path = update_report('task', task)
     print()
-    print(f"{'':10}{'success':>10}{'mean s to success':>20}{'degraded ticks':>18}")
+    print(f'{"":10}{"success":>10}{"mean s to success":>20}{"degraded ticks":>18}')
     for name, r in results.items():
         mt = r['mean_time_to_success_s']
-        print(f"{name:10}{r['success_rate']:>10.2f}{(f'{mt:.2f}' if mt is not None else '-'):>20}"
-              f"{r['degraded_ticks']:>11} / {r['ticks']}")
+        print(
+            f'{name:10}{r["success_rate"]:>10.2f}{(f"{mt:.2f}" if mt is not None else "-"):>20}'
+            f'{r["degraded_ticks"]:>11} / {r["ticks"]}'
+        )
     print(f'\nwrote {path}')
     print(json.dumps({k: v for k, v in task.items() if k.startswith('success')}, indent=1))
     return 0

@@ -15,6 +15,7 @@ measures:
 - recovery_s: the fault cleared -> the next full chunk forwarded (target <= 2 s);
 - leaked segments and processes once the stack is shut down (checked by the caller).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,33 +28,40 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
 ROOT = os.environ.get('WAM_ROOT') or os.getcwd()
 CONFIG = os.path.join(ROOT, 'config', 'wam.yaml')
-HOLD_TARGET_MS = 70.0          # TTL (50 ms) + one control period (20 ms)
+HOLD_TARGET_MS = 70.0  # TTL (50 ms) + one control period (20 ms)
 RECOVERY_TARGET_S = 2.0
 
 
 @dataclass
 class FaultResult:
     fault: str
-    hold_ms: Optional[float]
+    hold_ms: float | None
     unsafe: int
     stale: int
-    recovery_s: Optional[float]
+    recovery_s: float | None
     ok: bool = False
     notes: str = ''
-    clear_s: Optional[float] = None      # when the fault cleared, seconds after it began
-    timeline: List[List[float]] = field(default_factory=list)   # [t - t_fault, 0 hold | 1 chunk | 2 stop]
+    clear_s: float | None = None  # when the fault cleared, seconds after it began
+    timeline: list[list[float]] = field(
+        default_factory=list
+    )  # [t - t_fault, 0 hold | 1 chunk | 2 stop]
 
-    def judge(self, needs_reset: bool = False) -> 'FaultResult':
-        self.ok = (self.unsafe == 0 and self.stale == 0 and self.hold_ms is not None
-                   and self.hold_ms <= HOLD_TARGET_MS and self.recovery_s is not None
-                   and (needs_reset or self.recovery_s <= RECOVERY_TARGET_S))
+    def judge(self, needs_reset: bool = False) -> FaultResult:
+        self.ok = (
+            self.unsafe == 0
+            and self.stale == 0
+            and self.hold_ms is not None
+            and self.hold_ms <= HOLD_TARGET_MS
+            and self.recovery_s is not None
+            and (needs_reset or self.recovery_s <= RECOVERY_TARGET_S)
+        )
         return self
 
 
@@ -61,13 +69,14 @@ class Recorder:
     """What the robot receives, with arrival times (monotonic s), checked against the limits."""
 
     def __init__(self, stack, accepted_version: str, max_age_s: float):
-        from std_msgs.msg import Bool
         from rclpy.qos import DurabilityPolicy, QoSProfile
+        from std_msgs.msg import Bool
         from trajectory_msgs.msg import JointTrajectory
-        from wam_interfaces.msg import RepresentationDescriptor
 
         from wam_core.limits import default_limits
         from wam_core.sim import JOINT_NAMES
+        from wam_interfaces.msg import RepresentationDescriptor
+
         self.names = list(JOINT_NAMES)
         lim = default_limits(self.names)
         self.lower = np.array([lim[n].lower for n in self.names])
@@ -75,24 +84,38 @@ class Recorder:
         self.vmax = np.array([lim[n].velocity for n in self.names])
         self.accepted_version, self.max_age_ns = accepted_version, int(max_age_s * 1e9)
         self.wall_minus_monotonic = time.time() - time.monotonic()
-        self.forwarded: List[tuple] = []      # (t, points, header stamp ns)
-        self.raw: List[float] = []            # raw chunk arrival times (full chunks)
-        self.descriptors: List[tuple] = []    # (t, model_version)
-        self.fresh_obs_ns: List[int] = []     # observation stamps of accepted-version representations
-        self.stops: List[tuple] = []          # (t, stopped)
+        self.forwarded: list[tuple] = []  # (t, points, header stamp ns)
+        self.raw: list[float] = []  # raw chunk arrival times (full chunks)
+        self.descriptors: list[tuple] = []  # (t, model_version)
+        self.fresh_obs_ns: list[int] = []  # observation stamps of accepted-version representations
+        self.stops: list[tuple] = []  # (t, stopped)
         self.unsafe = 0
         node = stack.monitor
-        node.create_subscription(JointTrajectory, '/arm_controller/joint_trajectory', self._on_forwarded, 100)
-        node.create_subscription(JointTrajectory, '/action_expert/raw_chunk',
-                                 lambda m: len(m.points) > 1 and self.raw.append(time.monotonic()), 100)
-        node.create_subscription(RepresentationDescriptor, '/world_expert/representation', self._on_descriptor, 100)
-        node.create_subscription(Bool, '/safety/stop', lambda m: self.stops.append((time.monotonic(), m.data)),
-                                 QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        node.create_subscription(
+            JointTrajectory, '/arm_controller/joint_trajectory', self._on_forwarded, 100
+        )
+        node.create_subscription(
+            JointTrajectory,
+            '/action_expert/raw_chunk',
+            lambda m: len(m.points) > 1 and self.raw.append(time.monotonic()),
+            100,
+        )
+        node.create_subscription(
+            RepresentationDescriptor, '/world_expert/representation', self._on_descriptor, 100
+        )
+        node.create_subscription(
+            Bool,
+            '/safety/stop',
+            lambda m: self.stops.append((time.monotonic(), m.data)),
+            QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL),
+        )
 
     def _on_descriptor(self, msg) -> None:
         self.descriptors.append((time.monotonic(), msg.model_version))
         if msg.model_version == self.accepted_version:
-            bisect.insort(self.fresh_obs_ns, msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec)
+            bisect.insort(
+                self.fresh_obs_ns, msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+            )
 
     def stale(self, stamp_ns: int) -> bool:
         """No accepted-version observation within max_age before the chunk's stamp (the tick)."""
@@ -102,18 +125,32 @@ class Recorder:
     def _on_forwarded(self, msg) -> None:
         t = time.monotonic()
         p = np.array([list(pt.positions) for pt in msg.points], dtype=float)
-        times = np.array([pt.time_from_start.sec + pt.time_from_start.nanosec * 1e-9 for pt in msg.points])
-        bad = (list(msg.joint_names) != self.names or p.ndim != 2 or not np.all(np.isfinite(p))
-               or np.any(p < self.lower - 1e-6) or np.any(p > self.upper + 1e-6)
-               or (len(p) > 1 and np.any(np.abs(np.diff(p, axis=0)) > self.vmax * np.diff(times)[:, None] + 1e-6)))
+        times = np.array(
+            [pt.time_from_start.sec + pt.time_from_start.nanosec * 1e-9 for pt in msg.points]
+        )
+        bad = (
+            list(msg.joint_names) != self.names
+            or p.ndim != 2
+            or not np.all(np.isfinite(p))
+            or np.any(p < self.lower - 1e-6)
+            or np.any(p > self.upper + 1e-6)
+            or (
+                len(p) > 1
+                and np.any(np.abs(np.diff(p, axis=0)) > self.vmax * np.diff(times)[:, None] + 1e-6)
+            )
+        )
         self.unsafe += int(bad)
-        self.forwarded.append((t, len(msg.points), msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec))
+        self.forwarded.append(
+            (t, len(msg.points), msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec)
+        )
 
     def stopped_at(self, t: float) -> bool:
         before = [s for ts, s in self.stops if ts <= t]
         return bool(before and before[-1])
 
-    def result(self, name: str, t_fault: float, t_clear: Optional[float], t_end: float) -> FaultResult:
+    def result(
+        self, name: str, t_fault: float, t_clear: float | None, t_end: float
+    ) -> FaultResult:
         # The robot holds from the first hold after the last full chunk sent before the
         # fault cleared (a degraded tick's lone hold in between is not "holding"). Times
         # are the messages' stamps (when the stack sent them): this process also runs the
@@ -125,24 +162,39 @@ class Recorder:
         stops = [t for t, s in self.stops if t >= t_fault and s]
         first = min(holds[:1] + stops[:1]) if (holds or stops) else None
         notes = ''
-        if self.stopped_at(t_fault):       # e.g. a restart outlived the silence timeout
+        if self.stopped_at(t_fault):  # e.g. a restart outlived the silence timeout
             first, notes = t_fault, 'the robot was already safety-stopped when the fault began'
         cleared = [t for t, s in self.stops if not s and t_clear is not None and t >= t_clear]
         if cleared:
             notes += f'{"; " if notes else ""}safety stop cleared {cleared[0] - t_clear:.2f} s after the fault cleared'
-        stale = sum(1 for t, n, stamp in self.forwarded
-                    if t_fault - 0.5 <= t <= t_end and n > 1 and self.stale(stamp))
+        stale = sum(
+            1
+            for t, n, stamp in self.forwarded
+            if t_fault - 0.5 <= t <= t_end and n > 1 and self.stale(stamp)
+        )
         after = [t for t, n, _ in self.forwarded if t_clear is not None and t >= t_clear and n > 1]
-        timeline = [[round(t - t_fault, 4), 0 if n == 1 else 1] for t, n, _ in self.forwarded
-                    if t_fault - 0.5 <= t <= t_end]
-        timeline += [[round(t - t_fault, 4), 2] for t, s in self.stops if s and t_fault - 0.5 <= t <= t_end]
+        timeline = [
+            [round(t - t_fault, 4), 0 if n == 1 else 1]
+            for t, n, _ in self.forwarded
+            if t_fault - 0.5 <= t <= t_end
+        ]
+        timeline += [
+            [round(t - t_fault, 4), 2] for t, s in self.stops if s and t_fault - 0.5 <= t <= t_end
+        ]
         unsafe, self.unsafe = self.unsafe, 0
-        return FaultResult(name, None if first is None else (first - t_fault) * 1e3, unsafe, stale,
-                           None if not after else after[0] - t_clear, notes=notes,
-                           clear_s=None if t_clear is None else t_clear - t_fault, timeline=sorted(timeline))
+        return FaultResult(
+            name,
+            None if first is None else (first - t_fault) * 1e3,
+            unsafe,
+            stale,
+            None if not after else after[0] - t_clear,
+            notes=notes,
+            clear_s=None if t_clear is None else t_clear - t_fault,
+            timeline=sorted(timeline),
+        )
 
 
-def _wait(stack, cond: Callable[[], bool], timeout: float) -> Optional[float]:
+def _wait(stack, cond: Callable[[], bool], timeout: float) -> float | None:
     stack.spin_for(timeout, until=cond)
     return time.monotonic() if cond() else None
 
@@ -154,17 +206,22 @@ def _serving(stack, rec: Recorder, timeout: float = 30.0) -> None:
         raise RuntimeError('the stack is not forwarding chunks before the fault')
 
 
-def _chunk_after(stack, rec: Recorder, t_clear: Optional[float], timeout: float = 10.0) -> None:
+def _chunk_after(stack, rec: Recorder, t_clear: float | None, timeout: float = 10.0) -> None:
     """Spin until the robot gets a full chunk again after the fault cleared."""
-    _wait(stack, lambda: t_clear is not None and any(t >= t_clear and k > 1 for t, k, _ in rec.forwarded[-50:]),
-          timeout)
+    _wait(
+        stack,
+        lambda: (
+            t_clear is not None and any(t >= t_clear and k > 1 for t, k, _ in rec.forwarded[-50:])
+        ),
+        timeout,
+    )
 
 
-def _kill_and_restart(stack, rec: Recorder, role: str, events: List) -> tuple:
+def _kill_and_restart(stack, rec: Recorder, role: str, events: list) -> tuple:
     """kill -9 one node, restart it after 1 s; the fault clears at its first new output in ``events``."""
     _serving(stack, rec)
     t_fault = time.monotonic()
-    dead = stack.kill_child(role, reap=False)     # keep spinning: the recorder times the robot's view
+    dead = stack.kill_child(role, reap=False)  # keep spinning: the recorder times the robot's view
     stack.spin_for(1.0)
     dead.wait(timeout=10)
     stack.start_child(role)
@@ -186,7 +243,9 @@ def fault_action_kill(stack, rec: Recorder) -> FaultResult:
     return rec.result('action_kill', t_fault, t_clear, time.monotonic()).judge()
 
 
-def _robot_fault(stack, rec: Recorder, name: str, attr: str, value, normal, seconds: float = 1.0) -> FaultResult:
+def _robot_fault(
+    stack, rec: Recorder, name: str, attr: str, value, normal, seconds: float = 1.0
+) -> FaultResult:
     """Set one fault switch of the simulated robot for ``seconds``, then clear it."""
     t_fault = time.monotonic()
     setattr(stack.robot, attr, value)
@@ -208,6 +267,7 @@ def fault_version_mismatch(stack, rec: Recorder) -> FaultResult:
     right one plus /harness/reset (a version change never clears by itself)."""
     from wam_core.config import load_stack_config, resolve_path
     from wam_core.manifest import read_manifest, write_manifest
+
     _serving(stack, rec)
     src = resolve_path(load_stack_config(CONFIG).experts.world.model_dir)
     tmp = tempfile.mkdtemp(prefix='wam_other_world_')
@@ -221,7 +281,9 @@ def fault_version_mismatch(stack, rec: Recorder) -> FaultResult:
         stack.spin_for(0.2)
         stack.start_child('world', ['-p', f'experts.world.model_dir:={other}'])
         n = len(rec.descriptors)
-        t_fault = _wait(stack, lambda: any(v.endswith('-other') for _, v in rec.descriptors[n:]), 60.0)
+        t_fault = _wait(
+            stack, lambda: any(v.endswith('-other') for _, v in rec.descriptors[n:]), 60.0
+        )
         if t_fault is None:
             raise RuntimeError('the other-version world expert never published')
         # the first descriptor of the other version is the fault
@@ -231,19 +293,24 @@ def fault_version_mismatch(stack, rec: Recorder) -> FaultResult:
         stack.spin_for(0.2)
         stack.start_child('world')
         n = len(rec.descriptors)
-        t_clear = _wait(stack, lambda: any(not v.endswith('-other') for _, v in rec.descriptors[n:]), 60.0)
+        t_clear = _wait(
+            stack, lambda: any(not v.endswith('-other') for _, v in rec.descriptors[n:]), 60.0
+        )
         _reset_harness(stack)
         _chunk_after(stack, rec, t_clear)
-        return rec.result('version_mismatch', t_fault, t_clear, time.monotonic()).judge(needs_reset=True)
+        return rec.result('version_mismatch', t_fault, t_clear, time.monotonic()).judge(
+            needs_reset=True
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _reset_harness(stack) -> None:
     from std_srvs.srv import Trigger
+
     cli = stack.monitor.create_client(Trigger, '/harness/reset')
     if cli.wait_for_service(timeout_sec=5.0):
-        for _ in range(20):          # the reset is refused until everything reports OK again
+        for _ in range(20):  # the reset is refused until everything reports OK again
             fut = cli.call_async(Trigger.Request())
             stack.spin_for(2.0, until=fut.done)
             if fut.done() and fut.result().success:
@@ -280,15 +347,21 @@ def fault_clock_past(stack, rec: Recorder) -> FaultResult:
     return _clock_jump(stack, rec, 'clock_past', -5.0)
 
 
-def _no_interruption(stack, rec: Recorder, name: str, action: Callable[[], Optional[float]],
-                     within_s: float, window_s: float = 2.0) -> FaultResult:
+def _no_interruption(
+    stack,
+    rec: Recorder,
+    name: str,
+    action: Callable[[], float | None],
+    within_s: float,
+    window_s: float = 2.0,
+) -> FaultResult:
     """Faults away from the control path (planner, instruction input): the robot must not
     notice. hold_ms is 0 when nothing interrupted the chunks; recovery_s is how long the
     task path took to answer (a fallback plan, a drained flood). "Not noticing" is judged
     against the same stack just before the fault: the full-chunk rate over at least
     ``window_s`` must stay within 25 % of the rate over the ``window_s`` before it."""
     _serving(stack, rec)
-    stack.spin_for(max(0.0, window_s - 0.5))      # a full baseline window of serving
+    stack.spin_for(max(0.0, window_s - 0.5))  # a full baseline window of serving
     t_fault = time.monotonic()
     answered = action()
     stack.spin_for(max(0.0, t_fault + window_s - time.monotonic()))
@@ -297,45 +370,67 @@ def _no_interruption(stack, rec: Recorder, name: str, action: Callable[[], Optio
 
     def rate(t0: float, t1: float) -> float:
         return sum(1 for t, k, _ in rec.forwarded if t0 <= t <= t1 and k > 1) / max(t1 - t0, 1e-9)
+
     during, before = rate(t_fault, t_end), rate(t_fault - window_s, t_fault)
     stops = [t for t, v in rec.stops if t_fault <= t <= t_end and v]
     res.hold_ms = 0.0
     res.recovery_s = None if answered is None else answered - t_fault
-    res.notes = (f'{during:.1f} full chunks/s forwarded during the fault against {before:.1f} before it, '
-                 f'{len(stops)} safety stops')
-    res.ok = (res.unsafe == 0 and res.stale == 0 and not stops and during >= 0.75 * before
-              and res.recovery_s is not None and res.recovery_s <= within_s)
+    res.notes = (
+        f'{during:.1f} full chunks/s forwarded during the fault against {before:.1f} before it, '
+        f'{len(stops)} safety stops'
+    )
+    res.ok = (
+        res.unsafe == 0
+        and res.stale == 0
+        and not stops
+        and during >= 0.75 * before
+        and res.recovery_s is not None
+        and res.recovery_s <= within_s
+    )
     return res
 
 
-def _goal(stack, instruction: str, timeout: float) -> Optional[float]:
+def _goal(stack, instruction: str, timeout: float) -> float | None:
     """Send an ExecuteTask goal; the time its plan arrived (first feedback with a plan), or None."""
     from rclpy.action import ActionClient
+
     from wam_interfaces.action import ExecuteTask
+
     client = stack.__dict__.get('_fault_client')
     if client is None:
-        client = stack._fault_client = ActionClient(stack.monitor, ExecuteTask, '/harness/execute_task')
+        client = stack._fault_client = ActionClient(
+            stack.monitor, ExecuteTask, '/harness/execute_task'
+        )
         client.wait_for_server(timeout_sec=10.0)
     planned = []
-    fut = client.send_goal_async(ExecuteTask.Goal(instruction=instruction),
-                                 feedback_callback=lambda fb: fb.feedback.plan and not planned
-                                 and planned.append(time.monotonic()))
-    stack.spin_for(timeout, until=lambda: bool(planned) or (fut.done() and not fut.result().accepted))
+    fut = client.send_goal_async(
+        ExecuteTask.Goal(instruction=instruction),
+        feedback_callback=lambda fb: (
+            fb.feedback.plan and not planned and planned.append(time.monotonic())
+        ),
+    )
+    stack.spin_for(
+        timeout, until=lambda: bool(planned) or (fut.done() and not fut.result().accepted)
+    )
     if fut.done() and fut.result().accepted:
         done = fut.result().cancel_goal_async()
         stack.spin_for(3.0, until=done.done)
     return planned[0] if planned else None
 
 
-LLM_BREAKER_COOLDOWN_S = 2.0       # the drill's circuit-breaker cool-down (30 s by default)
+LLM_BREAKER_COOLDOWN_S = 2.0  # the drill's circuit-breaker cool-down (30 s by default)
 LLM_FALLBACK_REASON = {'down': 'http_5xx', 'slow': 'timeout', 'garbage': 'invalid_json'}
 
 
-def _llm_fallbacks(stack) -> Dict[str, float]:
+def _llm_fallbacks(stack) -> dict[str, float]:
     from .stack import diagnostic_value
+
     gate = stack.monitor.find(': safety gate')
-    counts = {reason: diagnostic_value(gate, f'llm fallback: {reason}') for reason in LLM_FALLBACK_REASON.values()}
-    return {k: 0.0 if v != v else v for k, v in counts.items()}        # NaN: not counted yet
+    counts = {
+        reason: diagnostic_value(gate, f'llm fallback: {reason}')
+        for reason in LLM_FALLBACK_REASON.values()
+    }
+    return {k: 0.0 if v != v else v for k, v in counts.items()}  # NaN: not counted yet
 
 
 def _llm_fault(mode: str) -> Callable:
@@ -346,39 +441,57 @@ def _llm_fault(mode: str) -> Callable:
         reason = LLM_FALLBACK_REASON[mode]
         before = _llm_fallbacks(stack)[reason]
         # timeout 2 s x (1 + 2 retries) within a 4 s deadline, then the rules
-        res = _no_interruption(stack, rec, f'llm_{mode}',
-                               lambda: _goal(stack, 'put the red apple in the fridge', 15.0), within_s=6.0)
-        stack.spin_for(2.5)              # the harness publishes diagnostics at 1 Hz
+        res = _no_interruption(
+            stack,
+            rec,
+            f'llm_{mode}',
+            lambda: _goal(stack, 'put the red apple in the fridge', 15.0),
+            within_s=6.0,
+        )
+        stack.spin_for(2.5)  # the harness publishes diagnostics at 1 Hz
         seen = _llm_fallbacks(stack)[reason] - before
         res.notes += f'; fallbacks for {reason}: +{seen:g}'
         res.ok = res.ok and seen >= 1
         return res
-    fault.__doc__ = f'The LLM server is {mode}: plans fall back to the rules; control never notices.'
+
+    fault.__doc__ = (
+        f'The LLM server is {mode}: plans fall back to the rules; control never notices.'
+    )
     return fault
 
 
 def fault_instruction_flood(stack, rec: Recorder, count: int = 2000) -> FaultResult:
     """A flood of /instruction messages: the harness plans one task at a time and refuses the rest."""
     from std_msgs.msg import String
+
     pub = stack.monitor.create_publisher(String, '/instruction', 100)
 
-    def flood() -> Optional[float]:
+    def flood() -> float | None:
         for i in range(count):
             pub.publish(String(data=f'put the red apple in the fridge #{i}'))
             if i % 100 == 0:
                 stack.spin_for(0.01)
         stack.spin_for(1.0)
         return time.monotonic()
+
     res = _no_interruption(stack, rec, 'instruction_flood', flood, within_s=10.0)
     stack.monitor.destroy_publisher(pub)
     return res
 
 
-FAULTS = {'world_kill': fault_world_kill, 'action_kill': fault_action_kill, 'camera_stall': fault_camera_stall,
-          'frozen_frame': fault_frozen_frame, 'version_mismatch': fault_version_mismatch,
-          'llm_down': _llm_fault('down'), 'llm_slow': _llm_fault('slow'), 'llm_garbage': _llm_fault('garbage'),
-          'instruction_flood': fault_instruction_flood,
-          'clock_future': fault_clock_future, 'clock_past': fault_clock_past}
+FAULTS = {
+    'world_kill': fault_world_kill,
+    'action_kill': fault_action_kill,
+    'camera_stall': fault_camera_stall,
+    'frozen_frame': fault_frozen_frame,
+    'version_mismatch': fault_version_mismatch,
+    'llm_down': _llm_fault('down'),
+    'llm_slow': _llm_fault('slow'),
+    'llm_garbage': _llm_fault('garbage'),
+    'instruction_flood': fault_instruction_flood,
+    'clock_future': fault_clock_future,
+    'clock_past': fault_clock_past,
+}
 
 
 class FakeLLMServer:
@@ -389,15 +502,16 @@ class FakeLLMServer:
     def __init__(self):
         import http.server
         import threading
+
         self.mode = 'down'
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):                      # noqa: N802 (http.server's name)
+            def do_POST(self):  # noqa: N802 (http.server's name)
                 try:
                     self._answer()
                 except (BrokenPipeError, ConnectionResetError):
-                    pass                            # the planner gave up waiting ('slow'): expected
+                    pass  # the planner gave up waiting ('slow'): expected
 
             def _answer(self):
                 self.rfile.read(int(self.headers.get('Content-Length', 0) or 0))
@@ -408,8 +522,9 @@ class FakeLLMServer:
                     self.end_headers()
                     return
                 # a well-formed chat reply whose answer is not a plan (random bytes, hex)
-                body = json.dumps({'choices': [{'message': {'content': '<<not json>> ' + os.urandom(48).hex()}}]}
-                                  ).encode()
+                body = json.dumps(
+                    {'choices': [{'message': {'content': '<<not json>> ' + os.urandom(48).hex()}}]}
+                ).encode()
                 self.send_response(200)
                 self.send_header('Content-Type', 'application/json')
                 self.send_header('Content-Length', str(len(body)))
@@ -418,6 +533,7 @@ class FakeLLMServer:
 
             def log_message(self, *args):
                 pass
+
         self.httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f'http://127.0.0.1:{self.httpd.server_address[1]}/v1'
@@ -432,41 +548,57 @@ def accepted_version_and_max_age() -> tuple:
     """The world-model version the action expert accepts, and TTL + one control period (s)."""
     from wam_core.config import load_stack_config, resolve_path
     from wam_core.manifest import read_manifest
+
     cfg = load_stack_config(CONFIG)
-    return (read_manifest(resolve_path(cfg.experts.world.model_dir)).version,
-            cfg.repr_cache.ttl_ms / 1e3 + cfg.control.period_s)
+    return (
+        read_manifest(resolve_path(cfg.experts.world.model_dir)).version,
+        cfg.repr_cache.ttl_ms / 1e3 + cfg.control.period_s,
+    )
 
 
-def shm_segments() -> List[str]:
+def shm_segments() -> list[str]:
     """Our representation cache's segments and any Fast DDS transport segment."""
     return sorted(glob.glob('/dev/shm/wam*') + glob.glob('/dev/shm/fastdds_*'))
 
 
-def run(faults: List[str], seed: int = 5000, progress: bool = True, shm_name: str = '') -> Dict[str, object]:
+def run(
+    faults: list[str], seed: int = 5000, progress: bool = True, shm_name: str = ''
+) -> dict[str, object]:
     import psutil
 
     from .stack import Stack
+
     before = set(shm_segments())
     llm = FakeLLMServer()
-    extra = ['-p', f'planner.llm_url:={llm.url}', '-p', f'planner.breaker_cooldown_s:={LLM_BREAKER_COOLDOWN_S}']
+    extra = [
+        '-p',
+        f'planner.llm_url:={llm.url}',
+        '-p',
+        f'planner.breaker_cooldown_s:={LLM_BREAKER_COOLDOWN_S}',
+    ]
     extra += ['-p', f'repr_cache.shm_name:={shm_name}'] if shm_name else []
     stack = Stack('multi', CONFIG, robot='sim', seed=seed, extra_args=extra)
     stack.llm_server = llm
-    results: List[FaultResult] = []
+    results: list[FaultResult] = []
     pids = set()
     try:
         stack.wait_ready(120)
-        stack.spin_for(3.0, until=lambda: stack.monitor.forwarded > 0 and not stack.monitor.safety_stop)
+        stack.spin_for(
+            3.0, until=lambda: stack.monitor.forwarded > 0 and not stack.monitor.safety_stop
+        )
         rec = Recorder(stack, *accepted_version_and_max_age())
         for name in faults:
             r = FAULTS[name](stack, rec)
             results.append(r)
             pids |= {p.pid for p in stack.procs}
             if progress:
-                print(f'{name:18} hold {r.hold_ms if r.hold_ms is None else round(r.hold_ms, 1)} ms | unsafe '
-                      f'{r.unsafe} | stale {r.stale} | recovery '
-                      f'{r.recovery_s if r.recovery_s is None else round(r.recovery_s, 2)} s | '
-                      f'{"ok" if r.ok else "MISSED"}', flush=True)
+                print(
+                    f'{name:18} hold {r.hold_ms if r.hold_ms is None else round(r.hold_ms, 1)} ms | unsafe '
+                    f'{r.unsafe} | stale {r.stale} | recovery '
+                    f'{r.recovery_s if r.recovery_s is None else round(r.recovery_s, 2)} s | '
+                    f'{"ok" if r.ok else "MISSED"}',
+                    flush=True,
+                )
             stack.spin_for(1.0)
     finally:
         pids |= {p.pid for p in stack.procs}
@@ -474,14 +606,21 @@ def run(faults: List[str], seed: int = 5000, progress: bool = True, shm_name: st
         llm.close()
     time.sleep(0.5)
     leaked_segments = sorted(set(shm_segments()) - before)
-    leaked_procs = sorted(p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != 'zombie')
-    return {'faults': [asdict(r) for r in results], 'leaked_segments': leaked_segments,
-            'leaked_processes': leaked_procs,
-            'all_ok': all(r.ok for r in results) and not leaked_segments and not leaked_procs}
+    leaked_procs = sorted(
+        p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != 'zombie'
+    )
+    return {
+        'faults': [asdict(r) for r in results],
+        'leaked_segments': leaked_segments,
+        'leaked_processes': leaked_procs,
+        'all_ok': all(r.ok for r in results) and not leaked_segments and not leaked_procs,
+    }
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument('--only', default=','.join(FAULTS))
     ap.add_argument('--json', default='')
     args = ap.parse_args(argv)
@@ -493,19 +632,31 @@ def main(argv=None) -> int:
     out = run(names)
     sys.path.insert(0, os.path.join(ROOT, 'bench'))
     from report import update_report_part
+
     leaks = len(out['leaked_segments']) + len(out['leaked_processes'])
-    summary = {r['fault']: {'stop_ms': r['hold_ms'], 'recover_ms': None if r['recovery_s'] is None
-                            else r['recovery_s'] * 1e3, 'unsafe_forwarded': r['unsafe'],
-                            'stale_forwarded': r['stale'], 'leaks': leaks, 'ok': r['ok']}
-               for r in out['faults']}
+    summary = {
+        r['fault']: {
+            'stop_ms': r['hold_ms'],
+            'recover_ms': None if r['recovery_s'] is None else r['recovery_s'] * 1e3,
+            'unsafe_forwarded': r['unsafe'],
+            'stale_forwarded': r['stale'],
+            'leaks': leaks,
+            'ok': r['ok'],
+        }
+        for r in out['faults']
+    }
     update_report_part('reliability', 'faults', summary)
     with open(os.path.join(ROOT, 'bench', 'faults_timeline.json'), 'w', encoding='utf-8') as fh:
         json.dump(out, fh)
     if args.json:
         with open(args.json, 'w', encoding='utf-8') as fh:
             json.dump(out, fh, indent=1)
-    print(f"leaked segments {out['leaked_segments']} processes {out['leaked_processes']}")
-    print('all faults handled within targets' if out['all_ok'] else 'SOME FAULTS MISSED THEIR TARGETS')
+    print(f'leaked segments {out["leaked_segments"]} processes {out["leaked_processes"]}')
+    print(
+        'all faults handled within targets'
+        if out['all_ok']
+        else 'SOME FAULTS MISSED THEIR TARGETS'
+    )
     return 0 if out['all_ok'] else 1
 
 

@@ -5,6 +5,7 @@ executes /arm_controller/joint_trajectory with joint_trajectory_controller seman
 and freezes on /safety/stop; publishes the success detector (apple in the fridge) on
 /sim/task_success at 10 Hz. Physics advances in real time, 10 ms per timer tick.
 """
+
 from __future__ import annotations
 
 import time
@@ -26,22 +27,30 @@ class SimRobot(Node):
         self.declare_parameter('camera_hz', 30.0)
         self.declare_parameter('image_size', 128)
         self.declare_parameter('seed', 0)
-        self.sim = TabletopSim(seed=int(self.get_parameter('seed').value),
-                               image_size=int(self.get_parameter('image_size').value))
+        self.sim = TabletopSim(
+            seed=int(self.get_parameter('seed').value),
+            image_size=int(self.get_parameter('image_size').value),
+        )
         self.camera_paused = False
-        self.camera_frozen = False   # fault drills: republish the last frame with new stamps
-        self.clock_offset_s = 0.0    # fault drills: a jumped clock on the robot's stamps
+        self.camera_frozen = False  # fault drills: republish the last frame with new stamps
+        self.clock_offset_s = 0.0  # fault drills: a jumped clock on the robot's stamps
         self._last_img = None
-        self.record = None          # a list to collect camera frames into (demo --gif)
+        self.record = None  # a list to collect camera frames into (demo --gif)
         self.frames = 0
         self.rejected = 0
         self._camera_period = 1.0 / self.get_parameter('camera_hz').value
         self._next_frame = time.monotonic()
         self._img_pub = self.create_publisher(Image, '/camera/image_raw', qos_profile_sensor_data)
         self._js_pub = self.create_publisher(JointState, '/joint_states', qos_profile_sensor_data)
-        self.create_subscription(JointTrajectory, '/arm_controller/joint_trajectory', self._on_trajectory, 10)
-        self.create_subscription(Bool, '/safety/stop', lambda m: self.sim.set_stop(bool(m.data)),
-                                 QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        self.create_subscription(
+            JointTrajectory, '/arm_controller/joint_trajectory', self._on_trajectory, 10
+        )
+        self.create_subscription(
+            Bool,
+            '/safety/stop',
+            lambda m: self.sim.set_stop(bool(m.data)),
+            QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL),
+        )
         self._success_pub = self.create_publisher(Bool, '/sim/task_success', 10)
         self._last = time.monotonic()
         self.create_timer(0.01, self._step)
@@ -51,29 +60,42 @@ class SimRobot(Node):
         try:
             stamp_ns = rc.stamp_to_ns(msg.header.stamp)
             # header.stamp (wall clock) onto sim time; a zero stamp means "now" (start_time 0)
-            start = max(self.sim.time + (stamp_ns - time.time_ns()) * 1e-9, 1e-9) if stamp_ns else 0.0
+            start = (
+                max(self.sim.time + (stamp_ns - time.time_ns()) * 1e-9, 1e-9) if stamp_ns else 0.0
+            )
             times = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points]
-            self.sim.command(msg.joint_names, [list(p.positions) for p in msg.points], times, start_time=start)
+            self.sim.command(
+                msg.joint_names, [list(p.positions) for p in msg.points], times, start_time=start
+            )
         except (ValueError, IndexError) as exc:
             self.rejected += 1
             self.get_logger().warning(f'rejected trajectory: {exc}', throttle_duration_sec=1.0)
 
     def _step(self) -> None:
         now = time.monotonic()
-        self.sim.step(min(now - self._last, 0.05))     # real time; never more than 50 ms at once
+        self.sim.step(min(now - self._last, 0.05))  # real time; never more than 50 ms at once
         self._last = now
         stamp = rc.ns_to_stamp(time.time_ns() + int(self.clock_offset_s * 1e9))
-        js = JointState(name=list(JOINT_NAMES), position=self.sim.joint_positions().tolist(),
-                        velocity=self.sim.joint_velocities().tolist())
+        js = JointState(
+            name=list(JOINT_NAMES),
+            position=self.sim.joint_positions().tolist(),
+            velocity=self.sim.joint_velocities().tolist(),
+        )
         js.header.stamp = stamp
         self._js_pub.publish(js)
         if now >= self._next_frame and not self.camera_paused:
             self._next_frame += self._camera_period
             if self._next_frame < now:
                 self._next_frame = now + self._camera_period
-            img = self._last_img if (self.camera_frozen and self._last_img is not None) else self.sim.render()
+            img = (
+                self._last_img
+                if (self.camera_frozen and self._last_img is not None)
+                else self.sim.render()
+            )
             self._last_img = img
-            msg = Image(height=img.shape[0], width=img.shape[1], encoding='rgb8', step=3 * img.shape[1])
+            msg = Image(
+                height=img.shape[0], width=img.shape[1], encoding='rgb8', step=3 * img.shape[1]
+            )
             msg.header.stamp = stamp
             msg.header.frame_id = 'camera_optical_frame'
             msg.data = img.tobytes()

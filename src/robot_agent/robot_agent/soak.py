@@ -9,6 +9,7 @@ expert's tick p99 is read from /diagnostics at the end of the first and of the l
 minute (its window holds the last ~minute of ticks). Reports growth from the end of the first minute
 (after warm-up allocations) to the end.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,7 +17,6 @@ import glob
 import os
 import sys
 import time
-from typing import Dict, List
 
 ROOT = os.environ.get('WAM_ROOT') or os.getcwd()
 CONFIG = os.path.join(ROOT, 'config', 'wam.yaml')
@@ -24,9 +24,10 @@ RSS_GROWTH_TARGET_PCT = 5.0
 P99_DRIFT_TARGET = 1.2
 
 
-def sample(procs: Dict[str, int]) -> Dict[str, object]:
+def sample(procs: dict[str, int]) -> dict[str, object]:
     """RSS (MB) per process and in total, open file descriptors, our and Fast DDS's segments."""
     import psutil
+
     rss, fds = {}, 0
     for name, pid in procs.items():
         try:
@@ -35,29 +36,41 @@ def sample(procs: Dict[str, int]) -> Dict[str, object]:
             fds += p.num_fds()
         except psutil.Error:
             rss[name] = float('nan')
-    return {'t': time.monotonic(), 'rss_mb': sum(rss.values()), 'rss_by_process_mb': rss, 'fds': fds,
-            'segments': len(glob.glob('/dev/shm/wam*') + glob.glob('/dev/shm/fastdds_*'))}
+    return {
+        't': time.monotonic(),
+        'rss_mb': sum(rss.values()),
+        'rss_by_process_mb': rss,
+        'fds': fds,
+        'segments': len(glob.glob('/dev/shm/wam*') + glob.glob('/dev/shm/fastdds_*')),
+    }
 
 
-def _safety(stack) -> Dict[str, float]:
+def _safety(stack) -> dict[str, float]:
     from .stack import diagnostic_value
+
     gate = stack.monitor.find(': safety gate')
-    return {'safety_stops': diagnostic_value(gate, 'safety stops'),
-            'gap_holds': diagnostic_value(gate, 'holds on chunk gaps')}
+    return {
+        'safety_stops': diagnostic_value(gate, 'safety stops'),
+        'gap_holds': diagnostic_value(gate, 'holds on chunk gaps'),
+    }
 
 
-def run(minutes: float, episode_s: float = 15.0, progress: bool = True) -> Dict[str, object]:
+def run(minutes: float, episode_s: float = 15.0, progress: bool = True) -> dict[str, object]:
     from rclpy.action import ActionClient
+
     from wam_interfaces.action import ExecuteTask
 
     from .stack import Stack
+
     stack = Stack('multi', CONFIG, robot='sim', seed=9000)
-    samples: List[Dict[str, float]] = []
+    samples: list[dict[str, float]] = []
     first_minute = None
     episodes = successes = 0
     try:
         stack.wait_ready(120)
-        pids = dict({'robot+monitor': os.getpid()}, **{role: p.pid for role, p in stack.children.items()})
+        pids = dict(
+            {'robot+monitor': os.getpid()}, **{role: p.pid for role, p in stack.children.items()}
+        )
         client = ActionClient(stack.monitor, ExecuteTask, '/harness/execute_task')
         client.wait_for_server(timeout_sec=10.0)
         t0 = time.monotonic()
@@ -69,7 +82,9 @@ def run(minutes: float, episode_s: float = 15.0, progress: bool = True) -> Dict[
                 stack.spin_for(2.0, until=handle.cancel_goal_async().done)
             stack.robot.sim.reset(9000 + episodes)
             episodes += 1
-            fut = client.send_goal_async(ExecuteTask.Goal(instruction='put the red apple in the fridge'))
+            fut = client.send_goal_async(
+                ExecuteTask.Goal(instruction='put the red apple in the fridge')
+            )
             stack.spin_for(5.0, until=fut.done)
             handle = fut.result() if fut.done() and fut.result().accepted else None
             ep_end = min(time.monotonic() + episode_s, end)
@@ -80,9 +95,13 @@ def run(minutes: float, episode_s: float = 15.0, progress: bool = True) -> Dict[
                     first_minute = dict(stack.stats(), **_safety(stack), **samples[-1])
                 if progress:
                     s = samples[-1]
-                    print(f'\rsoak {time.monotonic() - t0:6.0f}/{minutes * 60:.0f} s | episodes {episodes} '
-                          f'| RSS {s["rss_mb"]:.0f} MB | fds {s["fds"]} | segments {s["segments"]}',
-                          end='', file=sys.stderr, flush=True)
+                    print(
+                        f'\rsoak {time.monotonic() - t0:6.0f}/{minutes * 60:.0f} s | episodes {episodes} '
+                        f'| RSS {s["rss_mb"]:.0f} MB | fds {s["fds"]} | segments {s["segments"]}',
+                        end='',
+                        file=sys.stderr,
+                        flush=True,
+                    )
         stack.spin_for(1.2)
         last = dict(stack.stats(), **_safety(stack), **sample(pids))
     finally:
@@ -91,24 +110,43 @@ def run(minutes: float, episode_s: float = 15.0, progress: bool = True) -> Dict[
         print(file=sys.stderr)
     first = first_minute or (dict(samples[0]) if samples else last)
     growth = 100.0 * (last['rss_mb'] - first['rss_mb']) / max(first['rss_mb'], 1e-9)
-    out = {'minutes': minutes, 'episodes': episodes, 'successes': successes,
-           'rss_mb_start': round(first['rss_mb'], 1), 'rss_mb_end': round(last['rss_mb'], 1),
-           'rss_growth_pct': round(growth, 2), 'fds_start': first['fds'], 'fds_end': last['fds'],
-           'segments_start': first['segments'], 'segments_end': last['segments'],
-           'tick_p99_first_ms': first.get('tick_p99'), 'tick_p99_last_ms': last.get('tick_p99'),
-           'rss_by_process_mb_start': {k: round(v, 1) for k, v in first['rss_by_process_mb'].items()},
-           'rss_by_process_mb_end': {k: round(v, 1) for k, v in last['rss_by_process_mb'].items()},
-           'degraded_ticks': last.get('degraded_ticks'), 'ticks': last.get('ticks'),
-           'safety_stops': last.get('safety_stops'), 'gap_holds': last.get('gap_holds'),
-           'rss_series_mb': [round(s['rss_mb'], 1) for s in samples]}
+    out = {
+        'minutes': minutes,
+        'episodes': episodes,
+        'successes': successes,
+        'rss_mb_start': round(first['rss_mb'], 1),
+        'rss_mb_end': round(last['rss_mb'], 1),
+        'rss_growth_pct': round(growth, 2),
+        'fds_start': first['fds'],
+        'fds_end': last['fds'],
+        'segments_start': first['segments'],
+        'segments_end': last['segments'],
+        'tick_p99_first_ms': first.get('tick_p99'),
+        'tick_p99_last_ms': last.get('tick_p99'),
+        'rss_by_process_mb_start': {k: round(v, 1) for k, v in first['rss_by_process_mb'].items()},
+        'rss_by_process_mb_end': {k: round(v, 1) for k, v in last['rss_by_process_mb'].items()},
+        'degraded_ticks': last.get('degraded_ticks'),
+        'ticks': last.get('ticks'),
+        'safety_stops': last.get('safety_stops'),
+        'gap_holds': last.get('gap_holds'),
+        'rss_series_mb': [round(s['rss_mb'], 1) for s in samples],
+    }
     p1, p2 = out['tick_p99_first_ms'], out['tick_p99_last_ms']
-    out['ok'] = bool(growth < RSS_GROWTH_TARGET_PCT and last['fds'] <= first['fds'] + 2
-                     and last['segments'] <= first['segments'] and p1 and p2 and p2 <= P99_DRIFT_TARGET * p1)
+    out['ok'] = bool(
+        growth < RSS_GROWTH_TARGET_PCT
+        and last['fds'] <= first['fds'] + 2
+        and last['segments'] <= first['segments']
+        and p1
+        and p2
+        and p2 <= P99_DRIFT_TARGET * p1
+    )
     return out
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument('--minutes', type=float, default=10.0)
     ap.add_argument('--episode-s', type=float, default=15.0)
     args = ap.parse_args(argv)
@@ -118,11 +156,30 @@ def main(argv=None) -> int:
     out = run(args.minutes, args.episode_s)
     sys.path.insert(0, os.path.join(ROOT, 'bench'))
     from report import update_report_part
-    update_report_part('reliability', 'soak', {k: v for k, v in out.items() if k != 'rss_series_mb'})
-    for k in ('minutes', 'episodes', 'successes', 'rss_mb_start', 'rss_mb_end', 'rss_growth_pct', 'fds_start',
-              'fds_end', 'segments_start', 'segments_end', 'tick_p99_first_ms', 'tick_p99_last_ms',
-              'rss_by_process_mb_start', 'rss_by_process_mb_end', 'degraded_ticks', 'ticks', 'safety_stops',
-              'gap_holds'):
+
+    update_report_part(
+        'reliability', 'soak', {k: v for k, v in out.items() if k != 'rss_series_mb'}
+    )
+    for k in (
+        'minutes',
+        'episodes',
+        'successes',
+        'rss_mb_start',
+        'rss_mb_end',
+        'rss_growth_pct',
+        'fds_start',
+        'fds_end',
+        'segments_start',
+        'segments_end',
+        'tick_p99_first_ms',
+        'tick_p99_last_ms',
+        'rss_by_process_mb_start',
+        'rss_by_process_mb_end',
+        'degraded_ticks',
+        'ticks',
+        'safety_stops',
+        'gap_holds',
+    ):
         print(f'{k:26}{out[k]}')
     print('no growth, no drift' if out['ok'] else 'GROWTH OR DRIFT: see above')
     return 0 if out['ok'] else 1

@@ -7,6 +7,7 @@ multi:  world and action experts as their own processes sharing the POSIX
         shared-memory cache; this process runs the robot source and the monitor.
 Prints one live status line and a summary table; --json writes the figures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,7 +17,6 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Dict, List, Optional
 
 import rclpy
 import rclpy.executors
@@ -41,18 +41,24 @@ class Monitor(Node):
         super().__init__('stack_monitor')
         self.chunks = 0
         self.holds = 0
-        self.last_chunk = None      # the latest message, chunk or hold
+        self.last_chunk = None  # the latest message, chunk or hold
         self.last_full_chunk = None  # the latest real chunk (a hold has one point)
         self.arrival = LatencyWindow(20000)
         self._last = None
-        self.diag: Dict[str, Dict[str, str]] = {}
-        self.levels: Dict[str, int] = {}
+        self.diag: dict[str, dict[str, str]] = {}
+        self.levels: dict[str, int] = {}
         self.forwarded = 0
         self.safety_stop = False
         self.create_subscription(JointTrajectory, '/action_expert/raw_chunk', self._on_chunk, 50)
-        self.create_subscription(JointTrajectory, '/arm_controller/joint_trajectory', self._on_forwarded, 50)
-        self.create_subscription(Bool, '/safety/stop', self._on_stop,
-                                 QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        self.create_subscription(
+            JointTrajectory, '/arm_controller/joint_trajectory', self._on_forwarded, 50
+        )
+        self.create_subscription(
+            Bool,
+            '/safety/stop',
+            self._on_stop,
+            QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL),
+        )
         self.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 50)
 
     def _on_chunk(self, msg: JointTrajectory) -> None:
@@ -79,7 +85,7 @@ class Monitor(Node):
             self.diag[st.name]['_message'] = st.message
             self.levels[st.name] = st.level[0] if isinstance(st.level, bytes) else int(st.level)
 
-    def find(self, suffix: str) -> Dict[str, str]:
+    def find(self, suffix: str) -> dict[str, str]:
         for name, values in self.diag.items():
             if name.endswith(suffix):
                 return values
@@ -89,11 +95,12 @@ class Monitor(Node):
 def _die_with_parent() -> None:
     """Child processes get SIGTERM when the stack dies, even by kill -9: no orphans."""
     import ctypes
+
     PR_SET_PDEATHSIG = 1
     ctypes.CDLL('libc.so.6', use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def diagnostic_value(values: Dict[str, str], key: str) -> float:
+def diagnostic_value(values: dict[str, str], key: str) -> float:
     """A number from a diagnostic status's key/values; NaN when absent or not a number."""
     try:
         return float(values.get(key, 'nan'))
@@ -102,19 +109,33 @@ def diagnostic_value(values: Dict[str, str], key: str) -> float:
 
 
 class Stack:
-    def __init__(self, mode: str = 'single', config: Optional[str] = None, camera_hz: float = 30.0,
-                 static_scene: bool = False, extra_args: Optional[List[str]] = None, robot: str = 'synthetic',
-                 seed: int = 0, agent: bool = False):
+    def __init__(
+        self,
+        mode: str = 'single',
+        config: str | None = None,
+        camera_hz: float = 30.0,
+        static_scene: bool = False,
+        extra_args: list[str] | None = None,
+        robot: str = 'synthetic',
+        seed: int = 0,
+        agent: bool = False,
+    ):
         self.mode = mode
         self.config = config
         ros_args = ['--ros-args']
         if config:
             ros_args += ['--params-file', config]
-        ros_args += ['-p', f'camera_hz:={camera_hz}', '-p', f'static_scene:={str(static_scene).lower()}',
-                     '-p', f'seed:={seed}']
+        ros_args += [
+            '-p',
+            f'camera_hz:={camera_hz}',
+            '-p',
+            f'static_scene:={str(static_scene).lower()}',
+            '-p',
+            f'seed:={seed}',
+        ]
         ros_args += list(extra_args or [])
         self._ros_args = ros_args
-        self.procs: List[subprocess.Popen] = []
+        self.procs: list[subprocess.Popen] = []
         self.world = self.action = None
         # A 0.5 ms GIL switch interval keeps the 50 Hz tick from waiting behind the
         # encoder thread for the default 5 ms.
@@ -123,6 +144,7 @@ class Stack:
         self.executor = make_executor()
         if robot == 'sim':
             from .sim_robot import SimRobot
+
             self.robot = SimRobot()
         elif robot == 'synthetic':
             self.robot = SyntheticRobot()
@@ -132,6 +154,7 @@ class Stack:
         self.agent = None
         if agent:
             from .agent_node import AgentNode
+
             self.agent = AgentNode()
         for n in (self.robot, self.monitor, self.agent):
             if n is not None:
@@ -147,8 +170,11 @@ class Stack:
         from action_expert_node.node import ActionExpertNode
         from harness_node.node import HarnessNode
         from world_expert_node.node import WorldExpertNode
+
         cfg = load_stack_config(self.config) if self.config else None
-        cache = InProcessCache(cfg.repr_cache.capacity if cfg else 512, cfg.repr_cache.ttl_ms if cfg else 50.0, '')
+        cache = InProcessCache(
+            cfg.repr_cache.capacity if cfg else 512, cfg.repr_cache.ttl_ms if cfg else 50.0, ''
+        )
         self.cache = cache
         self.world = WorldExpertNode(cache=cache)
         self.action = ActionExpertNode(cache=cache)
@@ -158,27 +184,35 @@ class Stack:
         for n in (self.world, self.action):
             bring_up(n)
 
-    CHILDREN = {'world': 'world_expert_node.node', 'action': 'action_expert_node.node',
-                'harness': 'harness_node.node'}
+    CHILDREN = {
+        'world': 'world_expert_node.node',
+        'action': 'action_expert_node.node',
+        'harness': 'harness_node.node',
+    }
 
     def _start_multi(self) -> None:
-        self.children: Dict[str, subprocess.Popen] = {}
+        self.children: dict[str, subprocess.Popen] = {}
         for role in self.CHILDREN:
             self.start_child(role)
             if role == 'world':
-                time.sleep(0.5)      # the writer creates the segment; readers attach lazily anyway
+                time.sleep(0.5)  # the writer creates the segment; readers attach lazily anyway
 
-    def start_child(self, role: str, extra_args: Optional[List[str]] = None) -> subprocess.Popen:
+    def start_child(self, role: str, extra_args: list[str] | None = None) -> subprocess.Popen:
         """(Re)start one node process of the multi-process stack."""
         args = self._ros_args + ['-p', 'repr_cache.backend:=shm'] + list(extra_args or [])
         env = dict(os.environ, PYTHONUNBUFFERED='1')
-        p = subprocess.Popen([sys.executable, '-m', self.CHILDREN[role]] + args, env=env,
-                             preexec_fn=_die_with_parent)
+        p = subprocess.Popen(
+            [sys.executable, '-m', self.CHILDREN[role]] + args,
+            env=env,
+            preexec_fn=_die_with_parent,
+        )
         self.children[role] = p
         self.procs.append(p)
         return p
 
-    def kill_child(self, role: str, sig: int = signal.SIGKILL, reap: bool = True) -> subprocess.Popen:
+    def kill_child(
+        self, role: str, sig: int = signal.SIGKILL, reap: bool = True
+    ) -> subprocess.Popen:
         """Signal one node process (fault injection). With ``reap`` it waits for the exit,
         which for a process holding torch takes tens of ms; a caller measuring the robot's
         reaction keeps spinning instead and waits on the returned process later."""
@@ -189,12 +223,14 @@ class Stack:
             p.wait(timeout=10)
         return p
 
-    def spin_for(self, seconds: float, on_status=None, status_every: float = 1.0, until=None) -> None:
+    def spin_for(
+        self, seconds: float, on_status=None, status_every: float = 1.0, until=None
+    ) -> None:
         end = time.monotonic() + seconds
         next_status = time.monotonic() + status_every
         while time.monotonic() < end and not (until is not None and until()):
             if not rclpy.ok():
-                raise KeyboardInterrupt   # SIGINT/SIGTERM went to rclpy's handler
+                raise KeyboardInterrupt  # SIGINT/SIGTERM went to rclpy's handler
             spin_slice(self.executor, min(0.1, max(end - time.monotonic(), 0.0)))
             if on_status and time.monotonic() >= next_status:
                 next_status += status_every
@@ -208,6 +244,7 @@ class Stack:
         """Whether the action expert's manifest says its weights were trained."""
         from wam_core.config import resolve_path
         from wam_core.manifest import read_manifest
+
         cfg = load_stack_config(self.config) if self.config else None
         path = resolve_path(cfg.experts.action.model_dir if cfg else 'models/action_expert')
         try:
@@ -220,27 +257,42 @@ class Stack:
         end = time.monotonic() + timeout
 
         def ready():
-            return (self.monitor.chunks > 0 and self.monitor.find(': action expert')
-                    and self.monitor.find(': world expert'))
+            return (
+                self.monitor.chunks > 0
+                and self.monitor.find(': action expert')
+                and self.monitor.find(': world expert')
+            )
+
         while not ready() and time.monotonic() < end:
             self.spin_for(0.1)
         if not ready():
             raise RuntimeError(f'no chunks and diagnostics within {timeout} s of bring-up')
 
-    def stats(self) -> Dict[str, float]:
+    def stats(self) -> dict[str, float]:
         """Figures from the action expert's and world expert's /diagnostics."""
         a, w = self.monitor.find(': action expert'), self.monitor.find(': world expert')
         v = diagnostic_value
         return {
-            'ticks': v(a, 'ticks'), 'chunks': v(a, 'chunks'), 'degraded_ticks': v(a, 'degraded ticks'),
-            'cache_hit_rate': v(a, 'cache hit rate'), 'tick_p50': v(a, 'tick p50 ms'),
-            'tick_p99': v(a, 'tick p99 ms'), 'tick_max': v(a, 'tick max ms'),
-            'forward_p50': v(a, 'forward p50 ms'), 'forward_p99': v(a, 'forward p99 ms'),
-            'period_p50': v(a, 'period p50 ms'), 'period_p99': v(a, 'period p99 ms'),
-            'period_max': v(a, 'period max ms'), 'frames': v(w, 'frames'), 'world_calls': v(w, 'world calls'),
-            'calls_per_frame': v(w, 'world calls per distinct frame'), 'encode_p50': v(w, 'encode p50 ms'),
-            'camera_hz': v(w, 'camera rate Hz'), 'chunk_hz': v(a, 'chunk rate Hz'),
-            'obs_to_action_p50': v(a, 'obs_to_action p50 ms'), 'obs_to_action_p99': v(a, 'obs_to_action p99 ms'),
+            'ticks': v(a, 'ticks'),
+            'chunks': v(a, 'chunks'),
+            'degraded_ticks': v(a, 'degraded ticks'),
+            'cache_hit_rate': v(a, 'cache hit rate'),
+            'tick_p50': v(a, 'tick p50 ms'),
+            'tick_p99': v(a, 'tick p99 ms'),
+            'tick_max': v(a, 'tick max ms'),
+            'forward_p50': v(a, 'forward p50 ms'),
+            'forward_p99': v(a, 'forward p99 ms'),
+            'period_p50': v(a, 'period p50 ms'),
+            'period_p99': v(a, 'period p99 ms'),
+            'period_max': v(a, 'period max ms'),
+            'frames': v(w, 'frames'),
+            'world_calls': v(w, 'world calls'),
+            'calls_per_frame': v(w, 'world calls per distinct frame'),
+            'encode_p50': v(w, 'encode p50 ms'),
+            'camera_hz': v(w, 'camera rate Hz'),
+            'chunk_hz': v(a, 'chunk rate Hz'),
+            'obs_to_action_p50': v(a, 'obs_to_action p50 ms'),
+            'obs_to_action_p99': v(a, 'obs_to_action p99 ms'),
         }
 
     def shutdown(self) -> None:
@@ -272,13 +324,19 @@ def status_line(stack: Stack) -> str:
     a = stack.monitor.find(': action expert')
     state = a.get('_message', 'starting')
     h = stack.monitor.find(': safety gate')
-    safety = ('STOP: ' + h.get('_message', '').replace('safety stop: ', '')) if stack.monitor.safety_stop else 'ok'
+    safety = (
+        ('STOP: ' + h.get('_message', '').replace('safety stop: ', ''))
+        if stack.monitor.safety_stop
+        else 'ok'
+    )
     agent = f'agent {stack.agent.agent.state} | ' if stack.agent is not None else ''
     task = h.get('task', '')
     task = f'{task[:40]} | ' if task else ''
-    return (f"{agent}{task}world {s['camera_hz']:4.1f} fps, calls/frame {s['calls_per_frame']:.2f} | chunks {stack.monitor.chunks}"
-            f" holds {stack.monitor.holds} | tick p99 {s['tick_p99']:5.2f} ms | period p99 {s['period_p99']:5.2f} ms"
-            f" | cache hit {s['cache_hit_rate'] * 100:5.1f}% | {state} | safety {safety}")
+    return (
+        f'{agent}{task}world {s["camera_hz"]:4.1f} fps, calls/frame {s["calls_per_frame"]:.2f} | chunks {stack.monitor.chunks}'
+        f' holds {stack.monitor.holds} | tick p99 {s["tick_p99"]:5.2f} ms | period p99 {s["period_p99"]:5.2f} ms'
+        f' | cache hit {s["cache_hit_rate"] * 100:5.1f}% | {state} | safety {safety}'
+    )
 
 
 def print_summary(stack: Stack, seconds: float) -> None:
@@ -286,24 +344,49 @@ def print_summary(stack: Stack, seconds: float) -> None:
     rows = []
     if stack.agent is not None:
         a = stack.agent.agent
-        took = f'{a.finished - a.started:.1f} s' if a.finished is not None and a.started is not None else '-'
-        rows += [('task', a.instruction), ('success', 'yes' if a.state == 'DONE' else 'no'),
-                 ('agent state', f'{a.state}: {a.reason}'), ('time', took), ('attempts', f'{a.attempts}')]
+        took = (
+            f'{a.finished - a.started:.1f} s'
+            if a.finished is not None and a.started is not None
+            else '-'
+        )
+        rows += [
+            ('task', a.instruction),
+            ('success', 'yes' if a.state == 'DONE' else 'no'),
+            ('agent state', f'{a.state}: {a.reason}'),
+            ('time', took),
+            ('attempts', f'{a.attempts}'),
+        ]
         if not stack.trained:
-            rows.append(('note', 'default weights are untrained: the arm moves but does not solve the task'))
-    rows += [('mode', stack.mode), ('ran for s', f'{seconds:.0f}'), ('camera frames', f"{s['frames']:.0f}"),
-            ('world-expert calls', f"{s['world_calls']:.0f}"),
-            ('world calls per distinct frame', f"{s['calls_per_frame']:.2f}"),
-            ('encode p50 ms', f"{s['encode_p50']:.2f}"),
-            ('ticks', f"{s['ticks']:.0f}"), ('chunks', f"{s['chunks']:.0f}"),
-            ('degraded ticks (holds)', f"{s['degraded_ticks']:.0f}"),
-            ('chunks forwarded to the arm', f'{stack.monitor.forwarded}'),
-            ('clamped points', stack.monitor.find(': safety gate').get('clamped points', '?')),
-            ('safety stops', stack.monitor.find(': safety gate').get('safety stops', '?')),
-            ('cache hit rate', f"{s['cache_hit_rate']:.3f}"),
-            ('tick ms p50 / p99 / max', f"{s['tick_p50']:.2f} / {s['tick_p99']:.2f} / {s['tick_max']:.2f}"),
-            ('forward ms p50 / p99', f"{s['forward_p50']:.2f} / {s['forward_p99']:.2f}"),
-            ('period ms p50 / p99 / max', f"{s['period_p50']:.2f} / {s['period_p99']:.2f} / {s['period_max']:.2f}")]
+            rows.append(
+                (
+                    'note',
+                    'default weights are untrained: the arm moves but does not solve the task',
+                )
+            )
+    rows += [
+        ('mode', stack.mode),
+        ('ran for s', f'{seconds:.0f}'),
+        ('camera frames', f'{s["frames"]:.0f}'),
+        ('world-expert calls', f'{s["world_calls"]:.0f}'),
+        ('world calls per distinct frame', f'{s["calls_per_frame"]:.2f}'),
+        ('encode p50 ms', f'{s["encode_p50"]:.2f}'),
+        ('ticks', f'{s["ticks"]:.0f}'),
+        ('chunks', f'{s["chunks"]:.0f}'),
+        ('degraded ticks (holds)', f'{s["degraded_ticks"]:.0f}'),
+        ('chunks forwarded to the arm', f'{stack.monitor.forwarded}'),
+        ('clamped points', stack.monitor.find(': safety gate').get('clamped points', '?')),
+        ('safety stops', stack.monitor.find(': safety gate').get('safety stops', '?')),
+        ('cache hit rate', f'{s["cache_hit_rate"]:.3f}'),
+        (
+            'tick ms p50 / p99 / max',
+            f'{s["tick_p50"]:.2f} / {s["tick_p99"]:.2f} / {s["tick_max"]:.2f}',
+        ),
+        ('forward ms p50 / p99', f'{s["forward_p50"]:.2f} / {s["forward_p99"]:.2f}'),
+        (
+            'period ms p50 / p99 / max',
+            f'{s["period_p50"]:.2f} / {s["period_p99"]:.2f} / {s["period_max"]:.2f}',
+        ),
+    ]
     width = max(len(k) for k, _ in rows)
     print('\n' + '-' * (width + 24))
     for k, v in rows:
@@ -317,7 +400,8 @@ def write_gif(stack: Stack, path: str) -> None:
         print('no camera frames recorded (the GIF needs --robot sim)')
         return
     import imageio.v2 as imageio
-    imageio.mimsave(path, frames[::2], duration=1 / 15, loop=0)   # every 2nd frame, real time
+
+    imageio.mimsave(path, frames[::2], duration=1 / 15, loop=0)  # every 2nd frame, real time
     print(f'camera view: {path} ({len(frames[::2])} frames)')
 
 
@@ -326,8 +410,10 @@ def write_histogram(stack: Stack, path: str) -> None:
         print('the histogram needs --mode single (the tick samples live in that process)')
         return
     import matplotlib
+
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
+
     ticks = stack.action.timer_stats.stages['tick'].values()
     period = stack.action.period.values()
     fig, ax = plt.subplots(1, 2, figsize=(9, 3.2))
@@ -343,16 +429,28 @@ def write_histogram(stack: Stack, path: str) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument('--mode', choices=['single', 'multi'], default='single')
-    ap.add_argument('--duration', type=float, default=60.0,
-                    help='seconds at most after bring-up; the demo ends earlier when the agent is done')
+    ap.add_argument(
+        '--duration',
+        type=float,
+        default=60.0,
+        help='seconds at most after bring-up; the demo ends earlier when the agent is done',
+    )
     ap.add_argument('--instruction', default='put the red apple in the fridge')
     ap.add_argument('--config', default=os.environ.get('WAM_CONFIG', 'config/wam.yaml'))
     ap.add_argument('--camera-hz', type=float, default=30.0)
-    ap.add_argument('--static-scene', action='store_true', help='synthetic robot: the same frame forever')
-    ap.add_argument('--robot', choices=['sim', 'synthetic'], default='sim',
-                    help='the MuJoCo tabletop (default) or the synthetic camera/joint-state source')
+    ap.add_argument(
+        '--static-scene', action='store_true', help='synthetic robot: the same frame forever'
+    )
+    ap.add_argument(
+        '--robot',
+        choices=['sim', 'synthetic'],
+        default='sim',
+        help='the MuJoCo tabletop (default) or the synthetic camera/joint-state source',
+    )
     ap.add_argument('--seed', type=int, default=0, help='simulated episode seed')
     ap.add_argument('--json', help='write the final figures here')
     ap.add_argument('--gif', help='write the camera view as an animated GIF (sim robot)')
@@ -367,17 +465,29 @@ def main(argv=None) -> int:
         print(('\r' + line) if tty else line, end='' if tty else '\n', flush=True)
 
     extra = ['-p', f'instruction:={args.instruction}']
-    stack = Stack(args.mode, args.config, args.camera_hz, args.static_scene, extra_args=extra, robot=args.robot,
-                  seed=args.seed, agent=args.robot == 'sim')
+    stack = Stack(
+        args.mode,
+        args.config,
+        args.camera_hz,
+        args.static_scene,
+        extra_args=extra,
+        robot=args.robot,
+        seed=args.seed,
+        agent=args.robot == 'sim',
+    )
     if args.gif and hasattr(stack.robot, 'record'):
         stack.robot.record = []
     try:
         stack.wait_ready()
-        finished = (lambda: stack.agent.agent.state in ('DONE', 'ABORTED')) if stack.agent else (lambda: False)
+        finished = (
+            (lambda: stack.agent.agent.state in ('DONE', 'ABORTED'))
+            if stack.agent
+            else (lambda: False)
+        )
         t_start = time.monotonic()
         stack.spin_for(args.duration, show, 1.0 if tty else 5.0, until=finished)
         elapsed = time.monotonic() - t_start
-        stack.spin_for(1.2)          # one more diagnostics round with the final counters
+        stack.spin_for(1.2)  # one more diagnostics round with the final counters
         print_summary(stack, elapsed)
         if args.gif:
             write_gif(stack, args.gif)

@@ -1,16 +1,17 @@
 """Synthetic robot: /camera/image_raw (rgb8, 30 Hz) and /joint_states (100 Hz)."""
+
 from __future__ import annotations
 
 import time
 
 from rclpy.node import Node
-from wam_util.executors import run_node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 
 from wam_core import ros_convert as rc
 from wam_core.config import DEFAULT_JOINT_NAMES
 from wam_core.synthetic import SyntheticScene
+from wam_util.executors import run_node
 
 
 class SyntheticRobot(Node):
@@ -24,8 +25,12 @@ class SyntheticRobot(Node):
         self.declare_parameter('control.joint_names', list(DEFAULT_JOINT_NAMES))
         self.joint_names = list(self.get_parameter('control.joint_names').value)
         size = int(self.get_parameter('image_size').value)
-        self.scene = SyntheticScene(size, len(self.joint_names), int(self.get_parameter('seed').value),
-                                    bool(self.get_parameter('static_scene').value))
+        self.scene = SyntheticScene(
+            size,
+            len(self.joint_names),
+            int(self.get_parameter('seed').value),
+            bool(self.get_parameter('static_scene').value),
+        )
         self._grippers = [i for i, n in enumerate(self.joint_names) if 'gripper' in n]
         self.frames = 0
         self._t0 = time.monotonic()
@@ -38,7 +43,7 @@ class SyntheticRobot(Node):
         self._img.header.frame_id = 'camera_optical_frame'
 
     def _publish_frame(self) -> None:
-        if self.camera_paused:          # a stalled camera, for tests and fault drills
+        if self.camera_paused:  # a stalled camera, for tests and fault drills
             return
         self._img.header.stamp = rc.ns_to_stamp(time.time_ns())
         self._img.data = self.scene.frame(self.frames).tobytes()
@@ -50,7 +55,7 @@ class SyntheticRobot(Node):
         msg.header.stamp = rc.ns_to_stamp(time.time_ns())
         msg.name = self.joint_names
         q = self.scene.joints(time.monotonic() - self._t0)
-        for i in self._grippers:        # prismatic fingers: keep within 0..0.04 m
+        for i in self._grippers:  # prismatic fingers: keep within 0..0.04 m
             q[i] = 0.02 + 0.03 * q[i]
         msg.position = q.tolist()
         self._js_pub.publish(msg)

@@ -10,4 +10,5 @@ os.environ.setdefault('TRANSFORMERS_VERBOSITY', 'error')
 def models(tmp_path_factory):
     """Seeded default models written fresh for the test session."""
     from wam_core.default_models import write_default_models
+
     return write_default_models(str(tmp_path_factory.mktemp('models')), seed=0)

@@ -11,7 +11,7 @@ def test_happy_path_goes_through_every_state():
     a.step(5.0, result=(True, 'done'))
     assert a.state == OBSERVE
     a.step(5.2, success=True)
-    assert a.state == OBSERVE                       # still settling
+    assert a.state == OBSERVE  # still settling
     a.step(5.6, success=True)
     assert a.state == DONE and a.finished == 5.6
     assert [t[2] for t in a.transitions] == [PERCEIVE, PLAN, ACT, OBSERVE, DONE]

@@ -1,4 +1,5 @@
 """Subtask embeddings with the real all-MiniLM-L6-v2 shipped on PyPI."""
+
 import numpy as np
 import pytest
 
@@ -15,7 +16,7 @@ def test_embedding_is_a_real_sentence_embedding(emb):
     b = emb.embed('pick up the red apple')
     c = emb.embed('open the fridge door')
     assert a.shape == (DIM,) and abs(np.linalg.norm(a) - 1) < 1e-5
-    assert np.dot(a, b) > np.dot(a, c) + 0.1          # paraphrase closer than another skill
+    assert np.dot(a, b) > np.dot(a, c) + 0.1  # paraphrase closer than another skill
 
 
 def test_lru_cache_embeds_once_and_evicts(emb):

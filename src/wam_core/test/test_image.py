@@ -7,7 +7,7 @@ from wam_core.image import ImageError, Preprocessor, fingerprint, frame_to_array
 def _frame(h=4, w=5, pad=0):
     rgb = np.arange(h * w * 3, dtype=np.uint8).reshape(h, w, 3)
     rows = np.zeros((h, w * 3 + pad), np.uint8)
-    rows[:, :w * 3] = rgb.reshape(h, -1)
+    rows[:, : w * 3] = rgb.reshape(h, -1)
     return rgb, rows.tobytes(), w * 3 + pad
 
 
@@ -23,13 +23,16 @@ def test_bgr8_is_swapped_to_rgb():
     assert np.array_equal(out, rgb[:, :, ::-1])
 
 
-@pytest.mark.parametrize('encoding,h,w,step,size,match', [
-    ('mono8', 4, 5, 15, 60, 'unsupported encoding'),
-    ('rgb8', 0, 5, 15, 0, 'bad image size'),
-    ('rgb8', 4, 5, 15, 0, 'empty'),
-    ('rgb8', 4, 5, 15, 59, 'data length'),
-    ('rgb8', 4, 5, 12, 48, 'step'),
-])
+@pytest.mark.parametrize(
+    'encoding,h,w,step,size,match',
+    [
+        ('mono8', 4, 5, 15, 60, 'unsupported encoding'),
+        ('rgb8', 0, 5, 15, 0, 'bad image size'),
+        ('rgb8', 4, 5, 15, 0, 'empty'),
+        ('rgb8', 4, 5, 15, 59, 'data length'),
+        ('rgb8', 4, 5, 12, 48, 'step'),
+    ],
+)
 def test_bad_frames_are_rejected_with_a_reason(encoding, h, w, step, size, match):
     with pytest.raises(ImageError, match=match):
         frame_to_array(encoding, h, w, step, bytes(size))

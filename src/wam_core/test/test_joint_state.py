@@ -12,13 +12,16 @@ def test_reorders_and_ignores_extra_joints():
     assert np.allclose(out, [1, 2, 3])
 
 
-@pytest.mark.parametrize('names,pos,match', [
-    (['a', 'b'], [1.0, 2.0], 'missing'),
-    (['a', 'b', 'c'], [1.0, 2.0], 'names but'),
-    (['a', 'b', 'c'], [1.0, math.nan, 2.0], 'non-finite'),
-    (['a', 'b', 'c'], [1.0, math.inf, 2.0], 'non-finite'),
-    (['a', 'a', 'c'], [1.0, 1.0, 2.0], 'duplicate'),
-])
+@pytest.mark.parametrize(
+    'names,pos,match',
+    [
+        (['a', 'b'], [1.0, 2.0], 'missing'),
+        (['a', 'b', 'c'], [1.0, 2.0], 'names but'),
+        (['a', 'b', 'c'], [1.0, math.nan, 2.0], 'non-finite'),
+        (['a', 'b', 'c'], [1.0, math.inf, 2.0], 'non-finite'),
+        (['a', 'a', 'c'], [1.0, 1.0, 2.0], 'duplicate'),
+    ],
+)
 def test_bad_joint_states_are_rejected(names, pos, match):
     with pytest.raises(JointStateError, match=match):
         JointStateMapper(['a', 'b', 'c']).map(names, pos)

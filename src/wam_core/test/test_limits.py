@@ -1,4 +1,5 @@
 """Clamping gate: no forwarded point ever breaks a limit; NaN chunks never pass."""
+
 import math
 
 import numpy as np
@@ -6,13 +7,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wam_core.limits import (ChunkRejected, ClampGate, CommandTracker, JointLimit, check_trajectory,
-                             limits_from_dict)
+from wam_core.limits import (
+    ChunkRejected,
+    ClampGate,
+    CommandTracker,
+    JointLimit,
+    check_trajectory,
+    limits_from_dict,
+)
 
 NAMES = ['j1', 'j2', 'j3']
-LIMITS = {'j1': JointLimit(-1.0, 1.0, 1.0, 10.0, 5.0),
-          'j2': JointLimit(-2.0, 0.5, 0.5, 10.0, 2.0),
-          'j3': JointLimit(0.0, 0.04, 0.1, 5.0, 1.0)}
+LIMITS = {
+    'j1': JointLimit(-1.0, 1.0, 1.0, 10.0, 5.0),
+    'j2': JointLimit(-2.0, 0.5, 0.5, 10.0, 2.0),
+    'j3': JointLimit(0.0, 0.04, 0.1, 5.0, 1.0),
+}
 PERIOD = 0.02
 
 
@@ -27,11 +36,15 @@ anyfloat = st.one_of(finite, st.just(math.nan), st.just(math.inf), st.just(-math
 @st.composite
 def chunks(draw, values=finite):
     h = draw(st.integers(1, 16))
-    pos = np.array(draw(st.lists(st.lists(values, min_size=3, max_size=3), min_size=h, max_size=h)))
+    pos = np.array(
+        draw(st.lists(st.lists(values, min_size=3, max_size=3), min_size=h, max_size=h))
+    )
     dts = draw(st.lists(st.floats(0.005, 0.1), min_size=h, max_size=h))
     t0 = draw(st.sampled_from([0.0, 0.02]))
     times = t0 + np.concatenate([[0.0], np.cumsum(dts[1:])])
-    current = np.array([draw(st.floats(-1.0, 1.0)), draw(st.floats(-2.0, 0.5)), draw(st.floats(0.0, 0.04))])
+    current = np.array(
+        [draw(st.floats(-1.0, 1.0)), draw(st.floats(-2.0, 0.5)), draw(st.floats(0.0, 0.04))]
+    )
     return pos, times, current
 
 
@@ -116,20 +129,22 @@ def test_a_chunk_continuing_the_command_passes_unchanged():
 
 def test_a_baseline_a_hair_outside_a_limit_is_not_rejected():
     gate = _gate()
-    res = gate.apply(NAMES, [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]], [0.0, PERIOD], np.array([0.0, 0.0, -0.0002]))
+    res = gate.apply(
+        NAMES, [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]], [0.0, PERIOD], np.array([0.0, 0.0, -0.0002])
+    )
     assert np.all(res.positions[:, 2] >= 0.0)
 
 
 def test_command_tracker_follows_the_last_command_and_falls_back_to_measured():
     tr = CommandTracker(max_deviation=0.1)
     measured = np.zeros(3)
-    assert tr.baseline(0.0, measured)[1] is None                       # nothing sent yet
+    assert tr.baseline(0.0, measured)[1] is None  # nothing sent yet
     tr.record(10.0, [0.0, 0.1, 0.2], [[0, 0, 0], [0.05, 0, 0], [0.1, 0, 0]])
     p, v = tr.baseline(10.05, measured)
     assert np.allclose(p, [0.025, 0, 0]) and np.allclose(v, [0.5, 0, 0])
-    p, v = tr.baseline(11.0, np.array([0.1, 0, 0]))                     # past the end: holds the last point
+    p, v = tr.baseline(11.0, np.array([0.1, 0, 0]))  # past the end: holds the last point
     assert np.allclose(p, [0.1, 0, 0]) and np.allclose(v, 0)
-    p, v = tr.baseline(10.05, np.array([0.5, 0, 0]))                    # robot far from its command
+    p, v = tr.baseline(10.05, np.array([0.5, 0, 0]))  # robot far from its command
     assert np.allclose(p, [0.5, 0, 0]) and v is None
 
 
@@ -144,4 +159,6 @@ def test_forwarded_points_never_break_a_limit_from_a_moving_command(chunk, frac)
     except ChunkRejected as exc:
         assert exc.reason == 'infeasible'
         return
-    assert check_trajectory(res.positions, res.times, current, gate, current_velocity=velocity) == []
+    assert (
+        check_trajectory(res.positions, res.times, current, gate, current_velocity=velocity) == []
+    )

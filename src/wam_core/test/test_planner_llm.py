@@ -1,4 +1,5 @@
 """LLM planner against a local HTTP server that answers in each of the ways servers fail."""
+
 import http.server
 import json
 import socket
@@ -11,8 +12,12 @@ from wam_core.plan import PlanError
 from wam_core.planner_llm import CircuitBreaker, FallbackPlanner, LLMError, LLMPlanner
 from wam_core.planner_rules import RulePlanner
 
-VALID = {'subtasks': [{'skill': 'perceive', 'object': None, 'destination': None},
-                      {'skill': 'grasp', 'object': {'class': 'cube', 'color': 'blue'}, 'destination': None}]}
+VALID = {
+    'subtasks': [
+        {'skill': 'perceive', 'object': None, 'destination': None},
+        {'skill': 'grasp', 'object': {'class': 'cube', 'color': 'blue'}, 'destination': None},
+    ]
+}
 TIMEOUT = 0.5
 
 
@@ -36,11 +41,18 @@ class Server:
                     self.send_response(500)
                     self.end_headers()
                     return
-                content = {'valid': json.dumps(VALID), 'slow': json.dumps(VALID), 'invalid_json': '{"subtasks": [',
-                           'schema': json.dumps({'subtasks': [{'skill': 'teleport', 'object': None,
-                                                               'destination': None}]}),
-                           'oversized': ' ' * 20000 + json.dumps(VALID)}[mode]
-                data = json.dumps({'choices': [{'message': {'role': 'assistant', 'content': content}}]}).encode()
+                content = {
+                    'valid': json.dumps(VALID),
+                    'slow': json.dumps(VALID),
+                    'invalid_json': '{"subtasks": [',
+                    'schema': json.dumps(
+                        {'subtasks': [{'skill': 'teleport', 'object': None, 'destination': None}]}
+                    ),
+                    'oversized': ' ' * 20000 + json.dumps(VALID),
+                }[mode]
+                data = json.dumps(
+                    {'choices': [{'message': {'role': 'assistant', 'content': content}}]}
+                ).encode()
                 self.send_response(200)
                 self.send_header('Content-Type', 'application/json')
                 self.send_header('Content-Length', str(len(data)))
@@ -78,9 +90,16 @@ def test_valid_plan_and_the_request_asks_for_schema_constrained_json(server):
     assert body['messages'][-1]['content'] == 'pick up the blue cube'
 
 
-@pytest.mark.parametrize('mode,reason,attempts', [
-    ('invalid_json', 'invalid_json', 1), ('schema', 'schema', 1), ('oversized', 'oversized', 1),
-    ('http500', 'http_5xx', 3), ('slow', 'timeout', None)])
+@pytest.mark.parametrize(
+    'mode,reason,attempts',
+    [
+        ('invalid_json', 'invalid_json', 1),
+        ('schema', 'schema', 1),
+        ('oversized', 'oversized', 1),
+        ('http500', 'http_5xx', 3),
+        ('slow', 'timeout', None),
+    ],
+)
 def test_each_failure_falls_back_to_rules_within_the_deadline(server, mode, reason, attempts):
     server.mode = mode
     fb = FallbackPlanner(_planner(server.url), RulePlanner(), logger=lambda m: None)
@@ -97,13 +116,13 @@ def test_each_failure_falls_back_to_rules_within_the_deadline(server, mode, reas
 def test_refused_connection_falls_back_and_opens_the_breaker():
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
-        port = s.getsockname()[1]            # nothing listens here once closed
+        port = s.getsockname()[1]  # nothing listens here once closed
     breaker = CircuitBreaker(failures=3, cooldown_s=60)
     llm = _planner(f'http://127.0.0.1:{port}/v1', breaker=breaker)
     fb = FallbackPlanner(llm, RulePlanner(), logger=lambda m: None)
     assert fb.plan('open the fridge').source == 'rules'
     assert fb.fallbacks == {'connection': 1}
-    assert not breaker.allow()               # three refusals: the breaker is open
+    assert not breaker.allow()  # three refusals: the breaker is open
     t0 = time.monotonic()
     assert fb.plan('open the fridge').source == 'rules'
     assert fb.fallbacks['circuit_open'] == 1 and time.monotonic() - t0 < 0.1
@@ -112,7 +131,7 @@ def test_refused_connection_falls_back_and_opens_the_breaker():
 def test_plan_naming_objects_not_in_the_instruction_falls_back(server):
     fb = FallbackPlanner(_planner(server.url), RulePlanner(), logger=lambda m: None)
     # the server always plans "grasp the blue cube"
-    assert fb.plan('pick up the blue block').source == 'llm'          # a synonym is grounded
+    assert fb.plan('pick up the blue block').source == 'llm'  # a synonym is grounded
     plan = fb.plan('put the red apple in the fridge')
     assert plan.source == 'rules' and fb.fallbacks == {'ungrounded': 1}
     assert fb.plan('抓住蓝色方块').source == 'llm'

@@ -1,4 +1,5 @@
 """Representation cache: version, TTL, seqlock, capacity, segment hygiene."""
+
 import multiprocessing as mp
 import os
 import signal
@@ -9,8 +10,16 @@ import uuid
 import numpy as np
 import pytest
 
-from wam_core.repr_cache import (MISS, STALE, VERSION, CacheError, InProcessCache, ShmRingReader, ShmRingWriter,
-                                 shm_path)
+from wam_core.repr_cache import (
+    MISS,
+    STALE,
+    VERSION,
+    CacheError,
+    InProcessCache,
+    ShmRingReader,
+    ShmRingWriter,
+    shm_path,
+)
 
 FP = 'ab' * 16
 SHAPE = (65, 192)
@@ -49,7 +58,7 @@ def test_inprocess_is_zero_copy_and_checks_version_and_ttl():
     assert not c.read(e.slot, 'v2').ok and c.read(e.slot, 'v2').reason == VERSION
     clock.t += 51_000_000
     assert c.read(e.slot, 'v1').reason == STALE
-    e2 = c.touch(e, clock.t)                       # identical frame: fresh stamp, same array
+    e2 = c.touch(e, clock.t)  # identical frame: fresh stamp, same array
     assert c.read(e2.slot, 'v1').ok and c.lookup(FP) == e2
 
 
@@ -59,9 +68,9 @@ def test_inprocess_capacity_evicts_oldest_and_version_change_empties():
     e0 = c.put('00' * 16, clock.t, _arr(0))
     r0 = c.read(e0.slot, 'v1')
     c.put('11' * 16, clock.t, _arr(1))
-    c.put('22' * 16, clock.t, _arr(2))                  # overwrites slot of e0
+    c.put('22' * 16, clock.t, _arr(2))  # overwrites slot of e0
     assert c.lookup('00' * 16) is None and c.lookup('22' * 16) is not None
-    assert not r0.still_valid()                         # a reader holding e0 learns it is gone
+    assert not r0.still_valid()  # a reader holding e0 learns it is gone
     c.set_model_version('v2')
     assert c.lookup('22' * 16) is None and c.latest('v2').reason == MISS
 
@@ -81,10 +90,15 @@ def test_shm_reader_sees_writer_entries_with_version_and_ttl(name):
         e = w.put(FP, time.time_ns(), _arr(7))
         r = ShmRingReader(name, ttl_ms=50)
         res = r.read(e.slot, 'v1', key=e.key, epoch=e.epoch)
-        assert res.ok and res.array.shape == SHAPE and float(res.array[3, 4]) == 7.0 and res.still_valid()
+        assert (
+            res.ok
+            and res.array.shape == SHAPE
+            and float(res.array[3, 4]) == 7.0
+            and res.still_valid()
+        )
         assert r.read(e.slot, 'v2').reason == VERSION
         assert r.latest('v1').ok
-        w.set_model_version('v2')                      # version change empties the cache
+        w.set_model_version('v2')  # version change empties the cache
         assert r.latest('v2').reason == MISS and r.read(e.slot, 'v1').ok is False
         e2 = w.put(FP, time.time_ns() - 60_000_000, _arr(1))
         assert r.read(e2.slot, 'v2').reason == STALE
@@ -117,10 +131,10 @@ def test_shm_segment_of_a_crashed_writer_is_reclaimed(name):
     p.start()
     assert ready.wait(30)
     with pytest.raises(CacheError, match='live writer'):
-        ShmRingWriter(name, 2, SHAPE, 'v1')             # the owner is alive: refuse
+        ShmRingWriter(name, 2, SHAPE, 'v1')  # the owner is alive: refuse
     os.kill(p.pid, signal.SIGKILL)
     p.join()
-    assert os.path.exists(shm_path(name))               # kill -9 left it behind
+    assert os.path.exists(shm_path(name))  # kill -9 left it behind
     logs = []
     w = ShmRingWriter(name, 2, SHAPE, 'v1', logger=logs.append)
     assert w.reclaimed and 'reclaimed' in logs[0]
@@ -135,7 +149,7 @@ def test_shm_reader_reattaches_after_writer_restart(name):
     w.close()
     w2 = ShmRingWriter(name, 2, SHAPE, 'v1')
     e2 = w2.put('cd' * 16, time.time_ns(), _arr(2))
-    res = r.read(e2.slot, 'v1', key=e2.key, epoch=e2.epoch)   # new epoch -> re-attach
+    res = r.read(e2.slot, 'v1', key=e2.key, epoch=e2.epoch)  # new epoch -> re-attach
     assert res.ok and float(res.array[0, 0]) == 2.0
     r.close()
     w2.close()
@@ -143,7 +157,7 @@ def test_shm_reader_reattaches_after_writer_restart(name):
 
 # ---------------------------------------------------------------- torn reads
 def _hammer_writer(name, seconds, started):
-    w = ShmRingWriter(name, 1, SHAPE, 'v1')       # one slot: every write rewrites what readers read
+    w = ShmRingWriter(name, 1, SHAPE, 'v1')  # one slot: every write rewrites what readers read
     started.set()
     buf = np.empty(SHAPE, np.float32)
     end = time.monotonic() + seconds
@@ -198,7 +212,7 @@ def test_writer_and_reader_processes_hammer_the_ring_without_a_torn_read(name):
     ok = sum(x[0] for x in results)
     torn = sum(x[1] for x in results)
     bad = sum(x[2] for x in results)
-    assert ok > 100, results                 # reads did succeed
-    assert torn > 0, results                 # and the writer really did race them
+    assert ok > 100, results  # reads did succeed
+    assert torn > 0, results  # and the writer really did race them
     assert bad == 0, f'{bad} torn entries were returned as valid'
     assert not os.path.exists(shm_path(name))

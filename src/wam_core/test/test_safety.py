@@ -1,12 +1,16 @@
 from wam_core.safety import ERROR, OK, STALE, WARN, SafetyConfig, SafetyMonitor, node_of
 
-CFG = SafetyConfig(required_nodes=['world_expert', 'action_expert'], silence_timeout_s=3.0,
-                   chunk_timeout_s=0.1, holdoff_s=2.0)
+CFG = SafetyConfig(
+    required_nodes=['world_expert', 'action_expert'],
+    silence_timeout_s=3.0,
+    chunk_timeout_s=0.1,
+    holdoff_s=2.0,
+)
 
 
 def _started(now=0.0):
     m = SafetyMonitor(CFG, now)
-    assert m.stopped and 'starting' in m.reason          # nothing moves before the nodes report
+    assert m.stopped and 'starting' in m.reason  # nothing moves before the nodes report
     _ok(m, now)
     assert m.reset(now)[0] and not m.stopped
     return m
@@ -14,7 +18,9 @@ def _started(now=0.0):
 
 def _ok(m, now):
     m.on_status('world_expert: world expert', OK, 'encoding', {'model version': 'v1'}, now)
-    m.on_status('action_expert: action expert', OK, 'serving', {'world version accepted': 'v1'}, now)
+    m.on_status(
+        'action_expert: action expert', OK, 'serving', {'world version accepted': 'v1'}, now
+    )
     m.on_chunk(now)
 
 
@@ -28,11 +34,11 @@ def test_error_from_required_node_stops_and_holdoff_clears():
     assert m.on_status('action_expert: action expert', ERROR, 'boom', {}, 0.1)
     assert m.stopped and 'ERROR' in m.reason
     t = 0.1
-    while t < 2.05:                                    # all OK, chunks every 50 ms
+    while t < 2.05:  # all OK, chunks every 50 ms
         t += 0.05
         _ok(m, t)
         m.evaluate(t)
-    assert m.stopped                                   # hold-off (2 s from 0.15) not yet elapsed
+    assert m.stopped  # hold-off (2 s from 0.15) not yet elapsed
     for _ in range(3):
         t += 0.05
         _ok(m, t)
@@ -88,16 +94,23 @@ def test_startup_clears_after_holdoff_without_counting_a_stop():
 
 
 def test_chunk_gap_holds_once_then_stops_if_it_persists():
-    m = SafetyMonitor(SafetyConfig(required_nodes=['world_expert', 'action_expert'], chunk_hold_s=0.045,
-                                   chunk_timeout_s=0.1, holdoff_s=0.5), 0.0)
+    m = SafetyMonitor(
+        SafetyConfig(
+            required_nodes=['world_expert', 'action_expert'],
+            chunk_hold_s=0.045,
+            chunk_timeout_s=0.1,
+            holdoff_s=0.5,
+        ),
+        0.0,
+    )
     _ok(m, 0.0)
     assert m.reset(0.0)[0]
-    assert not m.gap_hold_due(0.04)                    # within one missed tick: nothing
-    assert m.gap_hold_due(0.05) and m.gap_holds == 1   # the gap: one hold at once
+    assert not m.gap_hold_due(0.04)  # within one missed tick: nothing
+    assert m.gap_hold_due(0.05) and m.gap_holds == 1  # the gap: one hold at once
     assert not m.gap_hold_due(0.06) and not m.stopped  # only once per gap, not yet a stop
-    m.on_chunk(0.07)                                   # chunks resume: no stop, no hold-off
+    m.on_chunk(0.07)  # chunks resume: no stop, no hold-off
     assert not m.evaluate(0.08) and not m.stopped
     assert not m.gap_hold_due(0.1)
-    assert m.gap_hold_due(0.12) and m.gap_holds == 2   # a new gap holds again
+    assert m.gap_hold_due(0.12) and m.gap_holds == 2  # a new gap holds again
     assert m.evaluate(0.18) and m.stopped and 'no action chunk' in m.reason
-    assert not m.gap_hold_due(0.3)                     # stopped: the stop already held the robot
+    assert not m.gap_hold_due(0.3)  # stopped: the stop already held the robot

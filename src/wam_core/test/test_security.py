@@ -5,6 +5,7 @@ go through code-executing deserialisation: no pickle/marshal/shelve/dill, no
 torch.load (weights are safetensors, verified against their manifest first), no
 np.load with allow_pickle=True, no yaml.load without a safe loader, no eval/exec.
 """
+
 import ast
 import os
 
@@ -12,7 +13,16 @@ import numpy as np
 import pytest
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
-FORBIDDEN_MODULES = {'pickle', 'cPickle', '_pickle', 'marshal', 'shelve', 'dill', 'cloudpickle', 'joblib'}
+FORBIDDEN_MODULES = {
+    'pickle',
+    'cPickle',
+    '_pickle',
+    'marshal',
+    'shelve',
+    'dill',
+    'cloudpickle',
+    'joblib',
+}
 
 
 def _sources():
@@ -29,7 +39,10 @@ def _problems(path):
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out += [a.name for a in node.names if a.name.split('.')[0] in FORBIDDEN_MODULES]
-        elif isinstance(node, ast.ImportFrom) and (node.module or '').split('.')[0] in FORBIDDEN_MODULES:
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and (node.module or '').split('.')[0] in FORBIDDEN_MODULES
+        ):
             out.append(node.module)
         elif isinstance(node, ast.Call):
             f = node.func
@@ -51,8 +64,10 @@ def _problems(path):
 
 def test_the_scan_finds_what_it_looks_for(tmp_path):
     bad = tmp_path / 'bad.py'
-    bad.write_text('import pickle\nimport numpy as np\nimport yaml, torch\n'
-                   'np.load("x")\nyaml.load(s)\ntorch.load("w")\neval("1")\n')
+    bad.write_text(
+        'import pickle\nimport numpy as np\nimport yaml, torch\n'
+        'np.load("x")\nyaml.load(s)\ntorch.load("w")\neval("1")\n'
+    )
     assert len(_problems(str(bad))) == 5
 
 
@@ -69,9 +84,11 @@ def test_npz_with_objects_is_refused_by_the_dataset_loader(tmp_path):
 
     from wam_core import dataset
     from wam_core.manifest import sha256_file
+
     f = tmp_path / 'episode_00000.npz'
     np.savez(f, images=np.array([{'a': 1}], dtype=object))
-    (tmp_path / 'manifest.json').write_text(json.dumps(
-        {'episodes': [{'file': f.name, 'sha256': sha256_file(str(f))}]}))
+    (tmp_path / 'manifest.json').write_text(
+        json.dumps({'episodes': [{'file': f.name, 'sha256': sha256_file(str(f))}]})
+    )
     with pytest.raises(ValueError, match='pickle'):
         dataset.load(str(tmp_path))

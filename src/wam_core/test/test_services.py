@@ -1,4 +1,5 @@
 """World encoding service and the action tick, without ROS."""
+
 import time
 
 import numpy as np
@@ -42,7 +43,11 @@ def test_each_distinct_frame_is_encoded_exactly_once(experts):
 def test_bad_frames_are_counted_by_reason(experts):
     world, _, _ = experts
     enc = FrameEncoder(world, InProcessCache(4, 1000, world.version))
-    for args in [('mono8', 4, 4, 4, bytes(16)), ('rgb8', 4, 4, 12, b''), ('rgb8', 4, 4, 12, bytes(47))]:
+    for args in [
+        ('mono8', 4, 4, 4, bytes(16)),
+        ('rgb8', 4, 4, 12, b''),
+        ('rgb8', 4, 4, 12, bytes(47)),
+    ]:
         with pytest.raises(ImageError):
             enc.process(*args, stamp_ns=0)
     assert enc.rejected == {'encoding': 1, 'empty': 1, 'length': 1}
@@ -51,7 +56,9 @@ def test_bad_frames_are_counted_by_reason(experts):
 
 def test_frames_stamped_in_the_future_or_past_the_ttl_are_refused(experts):
     world, _, _ = experts
-    enc = FrameEncoder(world, InProcessCache(4, 1000, world.version), max_age_ms=50.0, max_future_ms=100.0)
+    enc = FrameEncoder(
+        world, InProcessCache(4, 1000, world.version), max_age_ms=50.0, max_future_ms=100.0
+    )
     f = _frame(SyntheticScene(128), 1)
     now = time.time_ns()
     for stamp in (now + int(5e9), now - int(5e9), 0):
@@ -68,13 +75,13 @@ def test_a_repeated_frame_while_the_arm_moves_is_a_frozen_camera(experts):
     f = _frame(SyntheticScene(128), 1)
     enc.joint_positions = np.zeros(7)
     enc.process('rgb8', 128, 128, 384, f, time.time_ns())
-    enc.joint_positions = np.full(7, 0.002)                  # within the tolerance: a static scene
+    enc.joint_positions = np.full(7, 0.002)  # within the tolerance: a static scene
     assert enc.process('rgb8', 128, 128, 384, f, time.time_ns()).cache_hit
-    enc.joint_positions = np.full(7, 0.05)                   # the arm moved, the picture did not
+    enc.joint_positions = np.full(7, 0.05)  # the arm moved, the picture did not
     with pytest.raises(ImageError, match='frozen'):
         enc.process('rgb8', 128, 128, 384, f, time.time_ns())
     assert enc.rejected == {'frozen': 1}
-    g = _frame(SyntheticScene(128), 2)                        # a new picture: serving again
+    g = _frame(SyntheticScene(128), 2)  # a new picture: serving again
     assert not enc.process('rgb8', 128, 128, 384, g, time.time_ns()).cache_hit
 
 
@@ -86,7 +93,7 @@ def _ticker(experts, clock_cache):
 
 def test_tick_produces_a_chunk_and_reuses_the_prepared_scene(experts):
     world, action, _ = experts
-    cache = InProcessCache(8, 1000, world.version)      # TTL out of the way: this is about reuse
+    cache = InProcessCache(8, 1000, world.version)  # TTL out of the way: this is about reuse
     e = cache.put('ab' * 16, time.time_ns(), world.encode(SyntheticScene(128).frame(0)))
     t = _ticker(experts, cache)
     t.set_joint_state(np.linspace(-0.3, 0.3, 7))
@@ -94,20 +101,27 @@ def test_tick_produces_a_chunk_and_reuses_the_prepared_scene(experts):
     results = [t.tick() for _ in range(5)]
     assert all(r.kind == 'chunk' for r in results)
     assert results[0].positions.shape == (16, 7)
-    assert t.prepares == 1                                  # prepared once for five ticks
+    assert t.prepares == 1  # prepared once for five ticks
     # Reusing the prepared scene changes nothing: same as the unified forward.
     with torch.inference_mode():
         rep = torch.from_numpy(np.array(cache.read(e.slot, world.version).array)).unsqueeze(0)
-        unified = action(rep, torch.from_numpy(np.linspace(-0.3, 0.3, 7).astype(np.float32))[None],
-                         torch.zeros(1, 384))[0].numpy()
+        unified = action(
+            rep,
+            torch.from_numpy(np.linspace(-0.3, 0.3, 7).astype(np.float32))[None],
+            torch.zeros(1, 384),
+        )[0].numpy()
     assert np.allclose(results[-1].positions, unified, atol=1e-5)
-    assert np.all(np.abs(results[0].positions - np.linspace(-0.3, 0.3, 7)) <= action.config.max_delta + 1e-6)
+    assert np.all(
+        np.abs(results[0].positions - np.linspace(-0.3, 0.3, 7)) <= action.config.max_delta + 1e-6
+    )
 
 
 def test_stale_representation_degrades_to_a_hold_at_current_positions(experts):
     world, _, _ = experts
     cache = InProcessCache(8, 50, world.version)
-    e = cache.put('ab' * 16, time.time_ns() - 80_000_000, world.encode(SyntheticScene(128).frame(0)))
+    e = cache.put(
+        'ab' * 16, time.time_ns() - 80_000_000, world.encode(SyntheticScene(128).frame(0))
+    )
     t = _ticker(experts, cache)
     q = np.linspace(-0.2, 0.2, 7)
     t.set_joint_state(q)
@@ -127,7 +141,7 @@ def test_other_model_version_is_never_served(experts):
     t.set_descriptor(Descriptor(e.key, e.version, e.slot))
     assert t.tick().reason == 'version_mismatch'
     t.set_descriptor(None)
-    assert t.tick().reason == 'version_mismatch'             # 'latest' path checks too
+    assert t.tick().reason == 'version_mismatch'  # 'latest' path checks too
     assert t.chunks == 0
 
 

@@ -1,5 +1,6 @@
 """The trained weights shipped in models/ load through the manifest check and reproduce
 the outputs recorded at training time on a stored sample."""
+
 import os
 
 import numpy as np
@@ -10,7 +11,9 @@ from wam_core.action_expert import load_action_expert
 from wam_core.manifest import read_manifest
 from wam_core.world_expert import WorldExpert
 
-ROOT = os.environ.get('WAM_ROOT') or os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
+ROOT = os.environ.get('WAM_ROOT') or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), '..', '..', '..')
+)
 MODELS = os.path.join(ROOT, 'models')
 SAMPLE = os.path.join(MODELS, 'training', 'reference_sample.npz')
 
@@ -20,22 +23,30 @@ def test_shipped_models_are_trained_and_paired():
     a = read_manifest(os.path.join(MODELS, 'action_expert'))
     assert a.extra.get('trained') is True and w.extra.get('trained') is True
     assert a.extra['world_version'] == w.version == a.version
-    size = sum(os.path.getsize(os.path.join(MODELS, d, f)) for d in ('world_expert', 'action_expert')
-               for f in os.listdir(os.path.join(MODELS, d)))
+    size = sum(
+        os.path.getsize(os.path.join(MODELS, d, f))
+        for d in ('world_expert', 'action_expert')
+        for f in os.listdir(os.path.join(MODELS, d))
+    )
     assert size < 20e6, size
 
 
 def test_shipped_models_reproduce_the_recorded_outputs():
     if not os.path.exists(SAMPLE):
-        pytest.fail(f'{SAMPLE} is missing: the shipped models must come with their reference sample')
+        pytest.fail(
+            f'{SAMPLE} is missing: the shipped models must come with their reference sample'
+        )
     s = np.load(SAMPLE, allow_pickle=False)
     world = WorldExpert(os.path.join(MODELS, 'world_expert'), precision='fp32')
     action, _ = load_action_expert(os.path.join(MODELS, 'action_expert'), precision='fp32')
     rep = world.encode(s['image'])
     assert np.allclose(rep, s['representation'], atol=1e-4)
     with torch.inference_mode():
-        chunk = action(torch.from_numpy(rep)[None], torch.from_numpy(s['joint_positions'])[None],
-                       torch.from_numpy(s['subtask'])[None])[0].numpy()
+        chunk = action(
+            torch.from_numpy(rep)[None],
+            torch.from_numpy(s['joint_positions'])[None],
+            torch.from_numpy(s['subtask'])[None],
+        )[0].numpy()
     assert np.allclose(chunk, s['chunk'], atol=1e-4)
     # and the chunk is sane: it moves the arm, within the model's per-joint bound
     delta = np.abs(chunk - s['joint_positions'])

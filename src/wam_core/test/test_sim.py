@@ -1,4 +1,5 @@
 """MuJoCo tabletop: determinism, joint-trajectory semantics, safety freeze."""
+
 import numpy as np
 import pytest
 
@@ -36,9 +37,9 @@ def test_points_are_interpolated_in_time(sim):
     sim.reset(0)
     sim.command(JOINT_NAMES, [_target(0.4)], [0.4])
     sim.step(0.2)
-    assert sim.setpoint[0] == pytest.approx(0.2, abs=0.01)          # halfway at half time
+    assert sim.setpoint[0] == pytest.approx(0.2, abs=0.01)  # halfway at half time
     sim.step(0.3)
-    assert sim.setpoint[0] == pytest.approx(0.4, abs=1e-9)          # holds the last point
+    assert sim.setpoint[0] == pytest.approx(0.4, abs=1e-9)  # holds the last point
     sim.step(0.5)
     assert sim.joint_positions()[0] == pytest.approx(0.4, abs=0.02)  # and the arm got there
 
@@ -50,7 +51,7 @@ def test_new_trajectory_replaces_the_old_from_its_start_time(sim):
     start = sim.time + 0.2
     sim.command(JOINT_NAMES, [_target(-0.2)], [0.2], start_time=start)
     sim.step(0.1)
-    assert sim.setpoint[0] > 0.1                       # old one still runs before the new start
+    assert sim.setpoint[0] > 0.1  # old one still runs before the new start
     sim.step(0.1 + 0.2 + 0.01)
     assert sim.setpoint[0] == pytest.approx(-0.2, abs=1e-9)
 
@@ -60,7 +61,12 @@ def test_points_already_past_are_skipped(sim):
     sim.step(0.5)
     past_start = sim.time - 0.3
     # points at -0.2 s and -0.1 s relative to now are skipped; the one at +0.2 s is used
-    sim.command(JOINT_NAMES, [_target(5.0), _target(5.0), _target(0.3)], [0.1, 0.2, 0.5], start_time=past_start)
+    sim.command(
+        JOINT_NAMES,
+        [_target(5.0), _target(5.0), _target(0.3)],
+        [0.1, 0.2, 0.5],
+        start_time=past_start,
+    )
     sim.step(0.1)
     assert 0.0 < sim.setpoint[0] < 0.3
     sim.step(0.15)
@@ -73,7 +79,7 @@ def test_stop_freezes_the_arm(sim):
     sim.step(0.2)
     sim.set_stop(True)
     frozen = sim.joint_positions()
-    sim.command(JOINT_NAMES, [_target(-1.0)], [0.1])      # ignored while stopped
+    sim.command(JOINT_NAMES, [_target(-1.0)], [0.1])  # ignored while stopped
     sim.step(0.5)
     assert np.allclose(sim.joint_positions(), frozen, atol=0.02)
     sim.set_stop(False)
@@ -100,6 +106,7 @@ def test_camera_is_rgb_128(sim):
 
 def test_camera_pixels_finds_the_red_apple_in_the_render():
     from wam_core.sim import camera_pixels
+
     for seed in (0, 7, 42):
         sim = TabletopSim(seed)
         img = sim.render().astype(int)
@@ -108,5 +115,11 @@ def test_camera_pixels_finds_the_red_apple_in_the_render():
         assert len(rows) > 3
         col, row = camera_pixels(sim.body_position('apple'))
         # the visible faces (the top one mostly) sit a little above the centre of the cube
-        assert abs(col - cols.mean()) < 2.0 and abs(row - rows.mean()) < 3.5, (seed, col, row, cols.mean(), rows.mean())
+        assert abs(col - cols.mean()) < 2.0 and abs(row - rows.mean()) < 3.5, (
+            seed,
+            col,
+            row,
+            cols.mean(),
+            rows.mean(),
+        )
         sim.close()

@@ -1,4 +1,5 @@
 """Behaviour cloning: the dataset round-trips, training lowers the loss, saved weights are verified."""
+
 import json
 import os
 
@@ -34,6 +35,7 @@ def test_dataset_records_successful_episodes_with_a_manifest(tiny_dataset):
 
 def test_a_tampered_dataset_file_is_refused(tiny_dataset, tmp_path):
     import shutil
+
     copy = str(tmp_path / 'd')
     shutil.copytree(tiny_dataset, copy)
     m = json.load(open(os.path.join(copy, 'manifest.json')))
@@ -43,11 +45,25 @@ def test_a_tampered_dataset_file_is_refused(tiny_dataset, tmp_path):
         dataset.load(copy)
 
 
-def test_a_short_training_run_lowers_both_losses_and_saves_verified_weights(tiny_dataset, tmp_path):
+def test_a_short_training_run_lowers_both_losses_and_saves_verified_weights(
+    tiny_dataset, tmp_path
+):
     torch.set_num_threads(1)
     out = str(tmp_path / 'models')
-    info = train.train(tiny_dataset, out, steps=40, batch=4, lr=1e-3, seed=0, progress=False,
-                       log_every=1, val_every=39, scenes=2, action_steps=120, action_batch=64)
+    info = train.train(
+        tiny_dataset,
+        out,
+        steps=40,
+        batch=4,
+        lr=1e-3,
+        seed=0,
+        progress=False,
+        log_every=1,
+        val_every=39,
+        scenes=2,
+        action_steps=120,
+        action_batch=64,
+    )
     rows = list(__import__('csv').DictReader(open(os.path.join(out, 'training', 'loss_log.csv'))))
     for stage, key in (('world', 'object_l1'), ('action', 'action_l1')):
         series = [float(r[key]) for r in rows if r['stage'] == stage]
@@ -73,10 +89,25 @@ def test_training_is_deterministic_given_the_seed(tiny_dataset, tmp_path):
     torch.set_num_threads(1)
     outs = []
     for run in ('a', 'b'):
-        info = train.train(tiny_dataset, str(tmp_path / run), steps=3, batch=2, seed=5, progress=False,
-                           log_every=1, val_every=100, scenes=2, action_steps=3, action_batch=16)
-        outs.append((read_manifest(info['world_dir']).files['model.safetensors'],
-                     read_manifest(info['action_dir']).files['model.safetensors']))
+        info = train.train(
+            tiny_dataset,
+            str(tmp_path / run),
+            steps=3,
+            batch=2,
+            seed=5,
+            progress=False,
+            log_every=1,
+            val_every=100,
+            scenes=2,
+            action_steps=3,
+            action_batch=16,
+        )
+        outs.append(
+            (
+                read_manifest(info['world_dir']).files['model.safetensors'],
+                read_manifest(info['action_dir']).files['model.safetensors'],
+            )
+        )
     assert outs[0] == outs[1]
 
 
@@ -85,16 +116,20 @@ def test_action_ticks_pair_each_state_with_the_estimate_of_an_earlier_frame(tiny
     one up to STATE_LAG_TICKS older), never from a later one."""
     manifest, episodes = dataset.load(tiny_dataset)
     vec = {t: np.full(384, i, np.float32) for i, t in enumerate(train.plan_texts().values())}
-    b = train.Batches(episodes, manifest['phase_skill'], manifest['phases'], train.plan_texts(), vec, seed=0)
+    b = train.Batches(
+        episodes, manifest['phase_skill'], manifest['phases'], train.plan_texts(), vec, seed=0
+    )
     # a fake estimate that names its own frame: frame index in every column
     predicted = np.repeat(np.arange(len(b), dtype=np.float32)[:, None], 5, axis=1)
     q, true, est, chunk, sub = b.ticks(200, predicted)
-    assert q.shape == (200, 7) and chunk.shape == (200, 16, 7) and true.shape == est.shape == (200, 5)
+    assert (
+        q.shape == (200, 7) and chunk.shape == (200, 16, 7) and true.shape == est.shape == (200, 5)
+    )
     for qi, f in zip(q.numpy(), est[:, 0].numpy().astype(int)):
         ei = int(b.frame_ep[f])
         ep, tick = episodes[ei], int(b.frame_tick[f])
         # the state is one of the ticks this frame serves: at or after it, within the lag
-        served = ep['joint_positions'][tick:tick + 4 + train.STATE_LAG_TICKS]
+        served = ep['joint_positions'][tick : tick + 4 + train.STATE_LAG_TICKS]
         assert np.any(np.all(np.isclose(served, qi), axis=1))
     # without an estimate the inputs are the true positions
     _, true, est, _, _ = b.ticks(50)
@@ -107,10 +142,12 @@ def test_patch_targets_point_at_the_red_apple_and_a_perfect_prediction_has_no_pi
     index, offset = train.patch_targets(aux, 128, 16)
     for img, k in zip(images.numpy().astype(int), index[:, 0].tolist()):
         r, c = divmod(k, 8)
-        cell = img[r * 16:(r + 1) * 16, c * 16:(c + 1) * 16]
+        cell = img[r * 16 : (r + 1) * 16, c * 16 : (c + 1) * 16]
         # the apple's centre patch holds red pixels (the cube spans ~5 px; allow the neighbours)
-        around = img[max(0, r * 16 - 4):(r + 1) * 16 + 4, max(0, c * 16 - 4):(c + 1) * 16 + 4]
-        assert cell.size and (((around[..., 0] > 150) & (around[..., 1] < 80) & (around[..., 2] < 80)).sum() > 3)
+        around = img[max(0, r * 16 - 4) : (r + 1) * 16 + 4, max(0, c * 16 - 4) : (c + 1) * 16 + 4]
+        assert cell.size and (
+            ((around[..., 0] > 150) & (around[..., 1] < 80) & (around[..., 2] < 80)).sum() > 3
+        )
     perfect = torch.full((4, 64, 6), -10.0)
     b = torch.arange(4)
     perfect[b, index[:, 0], 0] = 10.0
@@ -132,16 +169,34 @@ def test_several_datasets_load_together_and_later_ones_count_twice(tiny_dataset)
 def test_dagger_rolls_out_the_policy_and_records_the_experts_labels(tmp_path):
     from wam_core import dagger
     from wam_core.evaluate import Policy
-    root = os.environ.get('WAM_ROOT') or os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
-    policy = Policy(os.path.join(root, 'models', 'world_expert'), os.path.join(root, 'models', 'action_expert'),
-                    precision='fp32')
+
+    root = os.environ.get('WAM_ROOT') or os.path.abspath(
+        os.path.join(os.path.dirname(__file__), '..', '..', '..')
+    )
+    policy = Policy(
+        os.path.join(root, 'models', 'world_expert'),
+        os.path.join(root, 'models', 'action_expert'),
+        precision='fp32',
+    )
     seed = dagger.DAGGER_FIRST_SEED
-    dataset.record(str(tmp_path / 'p'), 1, seed, noise=0.0, keep_failed=True, progress=False,
-                   driver_factory=lambda s: dagger.PolicyDriver(policy, s, beta=0.0))
+    dataset.record(
+        str(tmp_path / 'p'),
+        1,
+        seed,
+        noise=0.0,
+        keep_failed=True,
+        progress=False,
+        driver_factory=lambda s: dagger.PolicyDriver(policy, s, beta=0.0),
+    )
     dataset.record(str(tmp_path / 'e'), 1, seed, noise=0.0, keep_failed=True, progress=False)
-    (_, [on_policy]), (_, [expert]) = dataset.load(str(tmp_path / 'p')), dataset.load(str(tmp_path / 'e'))
+    (_, [on_policy]), (_, [expert]) = (
+        dataset.load(str(tmp_path / 'p')),
+        dataset.load(str(tmp_path / 'e')),
+    )
     n = min(len(on_policy['joint_positions']), len(expert['joint_positions']))
-    assert on_policy['chunks'].shape[1:] == (16, 7) and len(on_policy['phase']) == len(on_policy['chunks'])
+    assert on_policy['chunks'].shape[1:] == (16, 7) and len(on_policy['phase']) == len(
+        on_policy['chunks']
+    )
     # the same scene and start, but the policy drove: the visited states are its own
     assert np.abs(on_policy['joint_positions'][:n] - expert['joint_positions'][:n]).max() > 0.01
 
@@ -151,6 +206,7 @@ def test_random_scenes_carry_expert_chunks_for_the_approach_and_grasp():
     odd scenes put the TCP around and above the apple (the approach and the grasp), where
     an unseen apple is hardest to reach."""
     from wam_core.diagnose import TcpKinematics
+
     scenes = train.RandomScenes(seed=7)
     images, aux, q, chunks, phases = scenes.sample(8)
     assert images.shape[0] == aux.shape[0] == q.shape[0] == chunks.shape[0] == len(phases) == 8
@@ -158,38 +214,54 @@ def test_random_scenes_carry_expert_chunks_for_the_approach_and_grasp():
     for i in range(8):
         tcp = tcp_at(q[i].numpy())
         apple = aux[i, :3].numpy() + [0, 0, train.TABLE_Z]
-        assert np.allclose(chunks[i, 0], q[i], atol=0.15)          # a chunk starts where the arm is
+        assert np.allclose(chunks[i, 0], q[i], atol=0.15)  # a chunk starts where the arm is
         if i % 2:
             assert np.linalg.norm(tcp[:2] - apple[:2]) < 0.27 and tcp[2] < apple[2] + 0.32
             assert dataset.PHASES[phases[i]] in ('reach', 'descend', 'close')
         if dataset.PHASES[phases[i]] in ('reach', 'descend'):
-            assert chunks[i, -1, 6] >= q[i, 6] - 1e-6                   # opening, never closing
+            assert chunks[i, -1, 6] >= q[i, 6] - 1e-6  # opening, never closing
 
 
 def test_phase_errors_are_zero_for_the_expert_and_grow_with_a_joint_offset(tiny_dataset):
     from wam_core.diagnose import phase_errors
+
     manifest, episodes = dataset.load(tiny_dataset)
 
     def run(offset):
         # phase_errors visits every third frame in order: hand it each one's recorded label
         labels = iter([ep['chunks'][int(t)] for ep in episodes for t in ep['frame_tick'][::3]])
-        return phase_errors(lambda image, q, phase: next(labels) + offset, episodes, manifest['phases'])
+        return phase_errors(
+            lambda image, q, phase: next(labels) + offset, episodes, manifest['phases']
+        )
+
     exact = run(0.0)
     assert {'reach', 'close', 'retreat'} <= set(exact)
     assert all(r['tcp_cm_mean'] < 1e-6 and r['gripper_mm_mean'] < 1e-6 for r in exact.values())
-    shifted = run(np.array([0.1, 0, 0, 0, 0, 0, 0.005]))      # 0.1 rad at the base: ~5 cm at the TCP
-    assert all(2.0 < r['tcp_cm_mean'] < 10.0 and abs(r['gripper_mm_mean'] - 5.0) < 1e-3 for r in shifted.values())
+    shifted = run(np.array([0.1, 0, 0, 0, 0, 0, 0.005]))  # 0.1 rad at the base: ~5 cm at the TCP
+    assert all(
+        2.0 < r['tcp_cm_mean'] < 10.0 and abs(r['gripper_mm_mean'] - 5.0) < 1e-3
+        for r in shifted.values()
+    )
 
 
 def test_object_errors_are_zero_for_the_truth_and_measure_an_offset(tiny_dataset):
     from wam_core.diagnose import object_errors
+
     manifest, episodes = dataset.load(tiny_dataset)
 
     def run(offset):
-        truth = iter([np.concatenate([ep['apple'][int(t)], ep['fridge']]) for ep in episodes
-                      for t in ep['frame_tick'][::3]])
+        truth = iter(
+            [
+                np.concatenate([ep['apple'][int(t)], ep['fridge']])
+                for ep in episodes
+                for t in ep['frame_tick'][::3]
+            ]
+        )
         return object_errors(lambda image: next(truth) + offset, episodes, manifest['phases'])
+
     assert all(r['apple_cm_mean'] < 1e-4 and r['fridge_cm_mean'] < 1e-4 for r in run(0.0).values())
     shifted = run(np.array([0.03, 0.04, 0.0, 0.0, 0.02]))
-    assert all(abs(r['apple_cm_mean'] - 5.0) < 1e-3 and abs(r['fridge_cm_mean'] - 2.0) < 1e-3
-               for r in shifted.values())
+    assert all(
+        abs(r['apple_cm_mean'] - 5.0) < 1e-3 and abs(r['fridge_cm_mean'] - 2.0) < 1e-3
+        for r in shifted.values()
+    )

@@ -20,10 +20,10 @@ the arm is; the image only has to say where the objects are.
 Output: joint position targets [H, N] (radians; metres for the prismatic gripper) at
 the control period, as bounded residuals on the current joint positions.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List
 
 import torch
 import torch.nn as nn
@@ -34,14 +34,20 @@ from .manifest import verify_manifest
 # The tabletop arm (sim.py), from the base frame to the TCP: per revolute joint, the
 # offset of its body from the previous one (m) and its axis. Forward kinematics in torch
 # keeps the decode one small graph with no round trip to a physics engine.
-ARM_CHAIN = [[[0.0, 0.0, 0.1], 'z'], [[0.0, 0.0, 0.1], 'y'], [[0.3, 0.0, 0.0], 'y'],
-             [[0.28, 0.0, 0.0], 'y'], [[0.06, 0.0, 0.0], 'x'], [[0.02, 0.0, 0.0], 'y']]
+ARM_CHAIN = [
+    [[0.0, 0.0, 0.1], 'z'],
+    [[0.0, 0.0, 0.1], 'y'],
+    [[0.3, 0.0, 0.0], 'y'],
+    [[0.28, 0.0, 0.0], 'y'],
+    [[0.06, 0.0, 0.0], 'x'],
+    [[0.02, 0.0, 0.0], 'y'],
+]
 TCP_OFFSET = [0.09, 0.0, 0.0]
-OBJECTS = 5               # apple x, y, z and fridge x, y (m, base frame)
-_FEATURES = 3 + 3 + 1 + 2 + 2     # TCP, apple - TCP, apple height, fridge - TCP, fridge - apple
+OBJECTS = 5  # apple x, y, z and fridge x, y (m, base frame)
+_FEATURES = 3 + 3 + 1 + 2 + 2  # TCP, apple - TCP, apple height, fridge - TCP, fridge - apple
 
 
-def default_delta_scale(joint_names) -> List[float]:
+def default_delta_scale(joint_names) -> list[float]:
     """Per-joint bound on a chunk's distance from the current position: 0.5 rad, 5 cm for a gripper."""
     return [0.05 if 'gripper' in n else 0.5 for n in joint_names]
 
@@ -49,9 +55,21 @@ def default_delta_scale(joint_names) -> List[float]:
 class ActionExpertConfig(PretrainedConfig):
     model_type = 'wam_action_expert'
 
-    def __init__(self, repr_dim: int = 192, hidden: int = 512, num_layers: int = 3, chunk_size: int = 16,
-                 num_joints: int = 7, subtask_dim: int = 384, subtask_features: int = 32, max_delta: float = 0.5,
-                 delta_scale=None, arm_chain=None, tcp_offset=None, **kwargs):
+    def __init__(
+        self,
+        repr_dim: int = 192,
+        hidden: int = 512,
+        num_layers: int = 3,
+        chunk_size: int = 16,
+        num_joints: int = 7,
+        subtask_dim: int = 384,
+        subtask_features: int = 32,
+        max_delta: float = 0.5,
+        delta_scale=None,
+        arm_chain=None,
+        tcp_offset=None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.repr_dim = repr_dim
         self.hidden = hidden
@@ -60,28 +78,35 @@ class ActionExpertConfig(PretrainedConfig):
         self.num_joints = num_joints
         self.subtask_dim = subtask_dim
         self.subtask_features = subtask_features
-        self.max_delta = max_delta     # bound on |target - current| per point, rad
+        self.max_delta = max_delta  # bound on |target - current| per point, rad
         # per-joint bound on |target - current| (rad, or m for a prismatic gripper);
         # a gripper bounded by 0.5 m would need a tiny tanh input and saturates easily
-        self.delta_scale = list(delta_scale) if delta_scale is not None else [max_delta] * num_joints
+        self.delta_scale = (
+            list(delta_scale) if delta_scale is not None else [max_delta] * num_joints
+        )
         self.arm_chain = arm_chain if arm_chain is not None else ARM_CHAIN
         self.tcp_offset = list(tcp_offset) if tcp_offset is not None else TCP_OFFSET
         if len(self.arm_chain) > num_joints:
-            raise ValueError(f'the arm chain has {len(self.arm_chain)} joints, the model only {num_joints}')
+            raise ValueError(
+                f'the arm chain has {len(self.arm_chain)} joints, the model only {num_joints}'
+            )
 
 
 @dataclass
 class SceneState:
     """What ``prepare`` extracts from one representation: object positions [B, 5] (m, base frame)."""
+
     objects: torch.Tensor
 
 
 def _axis_rotation(axis: str, angle: torch.Tensor) -> torch.Tensor:
     c, s = torch.cos(angle), torch.sin(angle)
     o, z = torch.ones_like(angle), torch.zeros_like(angle)
-    rows = {'x': [[o, z, z], [z, c, -s], [z, s, c]],
-            'y': [[c, z, s], [z, o, z], [-s, z, c]],
-            'z': [[c, -s, z], [s, c, z], [z, z, o]]}[axis]
+    rows = {
+        'x': [[o, z, z], [z, c, -s], [z, s, c]],
+        'y': [[c, z, s], [z, o, z], [-s, z, c]],
+        'z': [[c, -s, z], [s, c, z], [z, z, o]],
+    }[axis]
     return torch.stack([torch.stack(r, -1) for r in rows], -2)
 
 
@@ -105,7 +130,9 @@ class ActionExpert(PreTrainedModel):
         super().__init__(config)
         d = config.repr_dim
         # the CLS token's scale moves while the ViT trains: normalise it first
-        self.object_head = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, d), nn.GELU(), nn.Linear(d, OBJECTS))
+        self.object_head = nn.Sequential(
+            nn.LayerNorm(d), nn.Linear(d, d), nn.GELU(), nn.Linear(d, OBJECTS)
+        )
         self.subtask_proj = nn.Linear(config.subtask_dim, config.subtask_features)
         h = config.hidden
         layers, width = [], config.num_joints + _FEATURES + config.subtask_features
@@ -132,11 +159,15 @@ class ActionExpert(PreTrainedModel):
     def prepare(self, representation: torch.Tensor) -> SceneState:
         return SceneState(self.objects(representation))
 
-    def decode(self, scene: SceneState, joint_state: torch.Tensor, subtask: torch.Tensor) -> torch.Tensor:
+    def decode(
+        self, scene: SceneState, joint_state: torch.Tensor, subtask: torch.Tensor
+    ) -> torch.Tensor:
         """joint_state [B, N], subtask [B, S] -> joint position targets [B, H, N]."""
         return self.act(scene.objects, joint_state, subtask)
 
-    def act(self, objects: torch.Tensor, joint_state: torch.Tensor, subtask: torch.Tensor) -> torch.Tensor:
+    def act(
+        self, objects: torch.Tensor, joint_state: torch.Tensor, subtask: torch.Tensor
+    ) -> torch.Tensor:
         """The tick's policy from object positions [B, 5] (estimated, or given in training)."""
         cfg = self.config
         scale = self._delta_scale(joint_state)
@@ -144,9 +175,18 @@ class ActionExpert(PreTrainedModel):
         apple, fridge = objects[:, :3], objects[:, 3:5]
         # features scaled to a few units over the workspace: joints by their step bound
         # (x2.5 for an arm joint, x25 for the 4 cm gripper, whose 2 mm moves matter)
-        features = torch.cat([joint_state * (1.25 / scale), (tcp - tcp.new_tensor([0.45, 0.0, 0.15])) * 5.0,
-                              (apple - tcp) * 10.0, apple[:, 2:3] * 10.0, (fridge - tcp[:, :2]) * 5.0,
-                              (fridge - apple[:, :2]) * 5.0, self.subtask_proj(subtask)], dim=1)
+        features = torch.cat(
+            [
+                joint_state * (1.25 / scale),
+                (tcp - tcp.new_tensor([0.45, 0.0, 0.15])) * 5.0,
+                (apple - tcp) * 10.0,
+                apple[:, 2:3] * 10.0,
+                (fridge - tcp[:, :2]) * 5.0,
+                (fridge - apple[:, :2]) * 5.0,
+                self.subtask_proj(subtask),
+            ],
+            dim=1,
+        )
         out = self.mlp(features).view(-1, cfg.chunk_size, cfg.num_joints)
         return joint_state.unsqueeze(1) + torch.tanh(out) * scale
 
@@ -167,6 +207,7 @@ class ActionExpert(PreTrainedModel):
 def load_action_expert(model_dir: str, precision: str = 'fp32', device: str = 'cpu'):
     """Verify the manifest, then load with from_pretrained. Returns (model, manifest)."""
     from .world_expert import DTYPES, resolve_precision
+
     manifest = verify_manifest(model_dir)
     model = ActionExpert.from_pretrained(model_dir, dtype=DTYPES[resolve_precision(precision)])
     model.eval().to(torch.device(device))

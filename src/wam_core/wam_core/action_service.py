@@ -7,12 +7,12 @@ the latest joint state and subtask vector. When nothing usable is there, the tic
 degrades to a *hold* at the current joint positions and says why. Never waits for
 the world expert; buffers are allocated once.
 """
+
 from __future__ import annotations
 
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Dict, Optional
 
 import numpy as np
 import torch
@@ -27,6 +27,7 @@ warnings.filterwarnings('ignore', message='The given NumPy array is not writable
 @dataclass
 class Descriptor:
     """The fields of a RepresentationDescriptor the reader needs."""
+
     key: str
     model_version: str
     slot: int
@@ -35,35 +36,42 @@ class Descriptor:
 
 @dataclass
 class TickResult:
-    kind: str                              # 'chunk' | 'hold' | 'skip'
-    positions: Optional[np.ndarray]        # [H, N] for a chunk, [1, N] for a hold
+    kind: str  # 'chunk' | 'hold' | 'skip'
+    positions: np.ndarray | None  # [H, N] for a chunk, [1, N] for a hold
     reason: str = ''
     repr_key: str = ''
     repr_age_ms: float = float('nan')
     obs_stamp_ns: int = 0
-    stages: Dict[str, float] = field(default_factory=dict)
-    new_representation: bool = False       # the first chunk computed from this representation
+    stages: dict[str, float] = field(default_factory=dict)
+    new_representation: bool = False  # the first chunk computed from this representation
 
 
 class ActionTicker:
-    def __init__(self, model, cache, version: str, num_joints: int, subtask_dim: int,
-                 timeout_ms: float = 15.0):
+    def __init__(
+        self,
+        model,
+        cache,
+        version: str,
+        num_joints: int,
+        subtask_dim: int,
+        timeout_ms: float = 15.0,
+    ):
         self.model = model
         self.cache = cache
-        self.version = version                 # the world-model version this expert accepts
+        self.version = version  # the world-model version this expert accepts
         self.timeout_ms = timeout_ms
         dtype = next(model.parameters()).dtype
         self._dtype = dtype
         self._joint = torch.zeros(1, num_joints, dtype=dtype)
         self._subtask = torch.zeros(1, subtask_dim, dtype=dtype)
-        self._joint_np: Optional[np.ndarray] = None
-        self._descriptor: Optional[Descriptor] = None
+        self._joint_np: np.ndarray | None = None
+        self._descriptor: Descriptor | None = None
         self._scene = None
         self._scene_key = ''
         self.ticks = 0
         self.chunks = 0
-        self.prepares = 0                      # scene-state computations (once per representation)
-        self.degraded: Dict[str, int] = {}
+        self.prepares = 0  # scene-state computations (once per representation)
+        self.degraded: dict[str, int] = {}
 
     # inputs ----------------------------------------------------------------
     def set_joint_state(self, positions: np.ndarray) -> None:
@@ -94,15 +102,18 @@ class ActionTicker:
     def tick(self) -> TickResult:
         self.ticks += 1
         t0 = time.perf_counter()
-        stages: Dict[str, float] = {}
+        stages: dict[str, float] = {}
         if self._joint_np is None:
             return self._degrade('no_joint_state', stages)
         d = self._descriptor
         if d is not None and d.model_version != self.version:
             stages['cache_read'] = (time.perf_counter() - t0) * 1e3
             return self._degrade('version_mismatch', stages)
-        res: ReadResult = (self.cache.read(d.slot, self.version, key=d.key, epoch=d.epoch) if d is not None
-                           else self.cache.latest(self.version))
+        res: ReadResult = (
+            self.cache.read(d.slot, self.version, key=d.key, epoch=d.epoch)
+            if d is not None
+            else self.cache.latest(self.version)
+        )
         t1 = time.perf_counter()
         stages['cache_read'] = (t1 - t0) * 1e3
         if not res.ok:
@@ -129,7 +140,9 @@ class ActionTicker:
         if not np.all(np.isfinite(positions)):
             return self._degrade('non_finite_output', stages)
         self.chunks += 1
-        return TickResult('chunk', positions, '', res.entry.key, res.age_ms, res.entry.stamp_ns, stages, fresh)
+        return TickResult(
+            'chunk', positions, '', res.entry.key, res.age_ms, res.entry.stamp_ns, stages, fresh
+        )
 
     def warmup(self, n: int, repr_shape) -> None:
         """n full passes on a synthetic representation (not counted as ticks)."""

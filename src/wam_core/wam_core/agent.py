@@ -4,12 +4,20 @@ A plain state machine driven by events, so it is tested without ROS; the agent n
 feeds it (perception ready, goal accepted/rejected, task result, success signal)
 and acts on what ``step`` returns (send a goal, report done or aborted).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
 
-IDLE, PERCEIVE, PLAN, ACT, OBSERVE, DONE, ABORTED = 'IDLE', 'PERCEIVE', 'PLAN', 'ACT', 'OBSERVE', 'DONE', 'ABORTED'
+IDLE, PERCEIVE, PLAN, ACT, OBSERVE, DONE, ABORTED = (
+    'IDLE',
+    'PERCEIVE',
+    'PLAN',
+    'ACT',
+    'OBSERVE',
+    'DONE',
+    'ABORTED',
+)
 
 
 @dataclass
@@ -17,7 +25,7 @@ class AgentConfig:
     max_attempts: int = 2
     perceive_timeout_s: float = 30.0
     plan_timeout_s: float = 10.0
-    observe_s: float = 1.0           # let the scene settle before judging
+    observe_s: float = 1.0  # let the scene settle before judging
 
 
 @dataclass
@@ -28,9 +36,11 @@ class Agent:
     attempts: int = 0
     reason: str = ''
     entered: float = 0.0
-    transitions: List[Tuple[float, str, str, str]] = field(default_factory=list)   # (t, from, to, why)
-    started: Optional[float] = None
-    finished: Optional[float] = None
+    transitions: list[tuple[float, str, str, str]] = field(
+        default_factory=list
+    )  # (t, from, to, why)
+    started: float | None = None
+    finished: float | None = None
 
     def _go(self, now: float, state: str, why: str) -> None:
         self.transitions.append((now, self.state, state, why))
@@ -42,9 +52,15 @@ class Agent:
         self.instruction, self.attempts, self.started, self.finished = instruction, 0, now, None
         self._go(now, PERCEIVE, f'task: {instruction}')
 
-    def step(self, now: float, perception_ok: bool = False, goal_sent: bool = False,
-             goal_accepted: Optional[bool] = None, result: Optional[Tuple[bool, str]] = None,
-             success: Optional[bool] = None) -> Optional[str]:
+    def step(
+        self,
+        now: float,
+        perception_ok: bool = False,
+        goal_sent: bool = False,
+        goal_accepted: bool | None = None,
+        result: tuple[bool, str] | None = None,
+        success: bool | None = None,
+    ) -> str | None:
         """Advance on the latest facts; returns an action: 'send_goal' or None."""
         waited = now - self.entered
         if self.state == PERCEIVE:
@@ -60,7 +76,9 @@ class Agent:
             elif goal_accepted is False:
                 self._abort(now, 'the harness rejected the task')
             elif waited > self.cfg.plan_timeout_s:
-                self._abort(now, f'no answer from the harness within {self.cfg.plan_timeout_s:.0f} s')
+                self._abort(
+                    now, f'no answer from the harness within {self.cfg.plan_timeout_s:.0f} s'
+                )
         elif self.state == ACT:
             if result is not None:
                 ok, why = result

@@ -5,18 +5,24 @@ blocks become dotted parameter names (``repr_cache.ttl_ms``), so a node declares
 exactly the flattened fields of these dataclasses and rebuilds them from its
 parameters; ROS-free code and tests load the same file with ``load_stack_config``.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List
+from typing import Any
 
 import yaml
 
 DEFAULT_JOINT_NAMES = [
-    'arm_joint_1', 'arm_joint_2', 'arm_joint_3', 'arm_joint_4',
-    'arm_joint_5', 'arm_joint_6', 'gripper_joint',
+    'arm_joint_1',
+    'arm_joint_2',
+    'arm_joint_3',
+    'arm_joint_4',
+    'arm_joint_5',
+    'arm_joint_6',
+    'gripper_joint',
 ]
 
 
@@ -42,14 +48,16 @@ class ExpertsConfig:
 
 @dataclass
 class ReprCacheConfig:
-    backend: str = 'inprocess'      # 'inprocess' | 'shm' (| 'cuda_ipc' on GPU)
-    capacity: int = 512             # slots in the ring
-    ttl_ms: float = 50.0            # max observation age a reader accepts
-    shm_name: str = 'wam_repr'      # POSIX shm segment name (without leading '/')
+    backend: str = 'inprocess'  # 'inprocess' | 'shm' (| 'cuda_ipc' on GPU)
+    capacity: int = 512  # slots in the ring
+    ttl_ms: float = 50.0  # max observation age a reader accepts
+    shm_name: str = 'wam_repr'  # POSIX shm segment name (without leading '/')
 
     def validate(self) -> None:
         if self.backend not in ('inprocess', 'shm', 'cuda_ipc'):
-            raise ConfigError(f"repr_cache.backend must be 'inprocess', 'shm' or 'cuda_ipc', got {self.backend!r}")
+            raise ConfigError(
+                f"repr_cache.backend must be 'inprocess', 'shm' or 'cuda_ipc', got {self.backend!r}"
+            )
         if not 1 <= self.capacity <= 65536:
             raise ConfigError(f'repr_cache.capacity must be in [1, 65536], got {self.capacity}')
         if not self.ttl_ms > 0:
@@ -60,19 +68,23 @@ class ReprCacheConfig:
 
 @dataclass
 class RuntimeConfig:
-    precision: str = 'auto'          # world expert dtype: 'auto' (bf16 where the CPU has it) | 'bf16' | 'fp32'
-    action_precision: str = 'fp32'   # action expert compute dtype (small matrices: fp32 is as fast)
+    precision: str = (
+        'auto'  # world expert dtype: 'auto' (bf16 where the CPU has it) | 'bf16' | 'fp32'
+    )
+    action_precision: str = 'fp32'  # action expert compute dtype (small matrices: fp32 is as fast)
     warmup_requests: int = 50
     timeout_world_ms: float = 40.0
     timeout_action_ms: float = 15.0
     degrade_on_timeout: str = 'hold_last_action'
-    num_threads: int = 1             # torch intra-op threads per process (fixed: p99 over p50)
+    num_threads: int = 1  # torch intra-op threads per process (fixed: p99 over p50)
 
     def validate(self) -> None:
         for name in ('precision', 'action_precision'):
             if getattr(self, name) not in ('auto', 'bf16', 'fp32', 'fp16'):
-                raise ConfigError(f"runtime.{name} must be 'auto', 'bf16', 'fp16' or 'fp32', "
-                                  f"got {getattr(self, name)!r}")
+                raise ConfigError(
+                    f"runtime.{name} must be 'auto', 'bf16', 'fp16' or 'fp32', "
+                    f'got {getattr(self, name)!r}'
+                )
         if self.warmup_requests < 0:
             raise ConfigError('runtime.warmup_requests must be >= 0')
         if self.degrade_on_timeout != 'hold_last_action':
@@ -84,7 +96,7 @@ class RuntimeConfig:
 @dataclass
 class ControlConfig:
     period_s: float = 0.02
-    joint_names: List[str] = field(default_factory=lambda: list(DEFAULT_JOINT_NAMES))
+    joint_names: list[str] = field(default_factory=lambda: list(DEFAULT_JOINT_NAMES))
 
     def validate(self) -> None:
         if not 0.001 <= self.period_s <= 1.0:
@@ -100,16 +112,16 @@ class StackConfig:
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     control: ControlConfig = field(default_factory=ControlConfig)
 
-    def validate(self) -> 'StackConfig':
+    def validate(self) -> StackConfig:
         self.repr_cache.validate()
         self.runtime.validate()
         self.control.validate()
         return self
 
 
-def flatten(obj: Any, prefix: str = '') -> Dict[str, Any]:
+def flatten(obj: Any, prefix: str = '') -> dict[str, Any]:
     """Dataclass -> {'repr_cache.ttl_ms': 50.0, ...} (the ROS parameter names)."""
-    out: Dict[str, Any] = {}
+    out: dict[str, Any] = {}
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         name = f'{prefix}{f.name}'
@@ -120,7 +132,7 @@ def flatten(obj: Any, prefix: str = '') -> Dict[str, Any]:
     return out
 
 
-def _build(cls, data: Dict[str, Any], path: str):
+def _build(cls, data: dict[str, Any], path: str):
     if not isinstance(data, dict):
         raise ConfigError(f'{path or "config"} must be a mapping, got {type(data).__name__}')
     kwargs = {}
@@ -129,7 +141,9 @@ def _build(cls, data: Dict[str, Any], path: str):
         if key not in known:
             raise ConfigError(f'unknown config key {path}{key!r}; known: {sorted(known)}')
         f = known[key]
-        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        default = (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        )
         if dataclasses.is_dataclass(default):
             kwargs[key] = _build(type(default), value, f'{path}{key}.')
         else:
@@ -142,19 +156,25 @@ def _coerce(value: Any, default: Any, name: str) -> Any:
         if not isinstance(value, bool):
             raise ConfigError(f'{name} must be true/false, got {value!r}')
         return value
-    if isinstance(default, float) and isinstance(value, (int, float)) and not isinstance(value, bool):
+    if (
+        isinstance(default, float)
+        and isinstance(value, (int, float))
+        and not isinstance(value, bool)
+    ):
         return float(value)
     if isinstance(default, list):
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f'{name} must be a list, got {value!r}')
         return list(value)
-    if not isinstance(value, type(default)) or isinstance(value, bool) != isinstance(default, bool):
+    if not isinstance(value, type(default)) or isinstance(value, bool) != isinstance(
+        default, bool
+    ):
         raise ConfigError(f'{name} must be {type(default).__name__}, got {value!r}')
     return value
 
 
-def unflatten(flat: Dict[str, Any]) -> Dict[str, Any]:
-    nested: Dict[str, Any] = {}
+def unflatten(flat: dict[str, Any]) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
     for key, value in flat.items():
         node = nested
         parts = key.split('.')
@@ -164,11 +184,11 @@ def unflatten(flat: Dict[str, Any]) -> Dict[str, Any]:
     return nested
 
 
-def stack_config_from_dict(data: Dict[str, Any]) -> StackConfig:
+def stack_config_from_dict(data: dict[str, Any]) -> StackConfig:
     return _build(StackConfig, data, '').validate()
 
 
-def stack_config_from_flat(flat: Dict[str, Any]) -> StackConfig:
+def stack_config_from_flat(flat: dict[str, Any]) -> StackConfig:
     return stack_config_from_dict(unflatten(flat))
 
 
@@ -176,7 +196,7 @@ def load_stack_config(path: str) -> StackConfig:
     """Load a ROS 2 parameter YAML (``/**: ros__parameters:``) into a StackConfig."""
     with open(path, encoding='utf-8') as fh:
         doc = yaml.safe_load(fh) or {}
-    params: Dict[str, Any] = {}
+    params: dict[str, Any] = {}
     for node_block in doc.values():
         if isinstance(node_block, dict) and isinstance(node_block.get('ros__parameters'), dict):
             params.update(node_block['ros__parameters'])

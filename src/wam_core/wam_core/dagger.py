@@ -9,6 +9,7 @@ tick records the expert's chunk for the state the robot is actually in. Behaviou
 cloning on expert states alone never shows the policy how to recover from its own
 mistakes (a gripper closed too early, a missed grasp); training on both datasets does.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,7 +21,7 @@ import torch
 
 from .dataset import record
 
-DAGGER_FIRST_SEED = 10_000        # neither the demonstrations (0..) nor the evaluation (5000..)
+DAGGER_FIRST_SEED = 10_000  # neither the demonstrations (0..) nor the evaluation (5000..)
 STRETCH_TICKS = 50
 
 
@@ -49,21 +50,42 @@ class PolicyDriver:
 
 def main(argv=None) -> int:
     from .evaluate import Policy
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('--models', default='models', help='the trained world_expert/ and action_expert/ to roll out')
+
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        '--models',
+        default='models',
+        help='the trained world_expert/ and action_expert/ to roll out',
+    )
     ap.add_argument('--out', default='datasets/pick_place_dagger')
     ap.add_argument('--episodes', type=int, default=48)
     ap.add_argument('--first-seed', type=int, default=DAGGER_FIRST_SEED)
-    ap.add_argument('--beta', type=float, default=0.3, help='chance that a one-second stretch is the expert\'s')
+    ap.add_argument(
+        '--beta', type=float, default=0.3, help="chance that a one-second stretch is the expert's"
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(max(1, min(os.cpu_count() or 1, 4)))
-    policy = Policy(os.path.join(args.models, 'world_expert'), os.path.join(args.models, 'action_expert'),
-                    precision='fp32')
-    m = record(args.out, args.episodes, args.first_seed, noise=0.0, keep_failed=True, kind='wam-pick-place-dagger',
-               driver_factory=lambda seed: PolicyDriver(policy, seed, args.beta))
+    policy = Policy(
+        os.path.join(args.models, 'world_expert'),
+        os.path.join(args.models, 'action_expert'),
+        precision='fp32',
+    )
+    m = record(
+        args.out,
+        args.episodes,
+        args.first_seed,
+        noise=0.0,
+        keep_failed=True,
+        kind='wam-pick-place-dagger',
+        driver_factory=lambda seed: PolicyDriver(policy, seed, args.beta),
+    )
     ok = len(m['episodes']) - len(m['failed_seeds'])
-    print(f"dagger {args.out}: {len(m['episodes'])} on-policy episodes ({ok} reached the goal), "
-          f"{sum(e['ticks'] for e in m['episodes'])} labelled ticks, {m['seconds_to_record']} s")
+    print(
+        f'dagger {args.out}: {len(m["episodes"])} on-policy episodes ({ok} reached the goal), '
+        f'{sum(e["ticks"] for e in m["episodes"])} labelled ticks, {m["seconds_to_record"]} s'
+    )
     return 0
 
 

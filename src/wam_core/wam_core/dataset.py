@@ -11,6 +11,7 @@ their sha256, seeds and settings. Half the episodes carry execution noise (the
 labels stay the expert's), so the data shows how to recover from errors.
 Only successful episodes are kept; failures are counted in the manifest.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,7 +19,6 @@ import json
 import os
 import sys
 import time
-from typing import Dict, List
 
 import numpy as np
 
@@ -27,14 +27,15 @@ from .scripted_expert import PHASE_SKILL, run_episode
 from .sim import TABLE_Z, TabletopSim
 
 PHASES = list(PHASE_SKILL)
-TRAIN_FIRST_SEED = 0          # training episodes: seeds 0..N-1; held-out evaluation uses EVAL_FIRST_SEED+
+TRAIN_FIRST_SEED = 0  # training episodes: seeds 0..N-1; held-out evaluation uses EVAL_FIRST_SEED+
 EVAL_FIRST_SEED = 5000
 
 
-def record_episode(sim: TabletopSim, seed: int, noise: float, render_every: int = 2,
-                   driver_factory=None) -> Dict[str, np.ndarray]:
-    frames: List[np.ndarray] = []
-    frame_tick: List[int] = []
+def record_episode(
+    sim: TabletopSim, seed: int, noise: float, render_every: int = 2, driver_factory=None
+) -> dict[str, np.ndarray]:
+    frames: list[np.ndarray] = []
+    frame_tick: list[int] = []
     q, chunks, phases, apple = [], [], [], []
 
     def on_tick(s: TabletopSim, phase: str, chunk: np.ndarray) -> None:
@@ -50,18 +51,33 @@ def record_episode(sim: TabletopSim, seed: int, noise: float, render_every: int 
     driver = driver_factory(seed) if driver_factory is not None else None
     ok, seconds = run_episode(sim, seed, noise=noise, on_tick=on_tick, driver=driver)
     return {
-        'success': np.array(ok), 'seconds': np.array(seconds), 'seed': np.array(seed), 'noise': np.array(noise),
-        'images': np.stack(frames), 'frame_tick': np.array(frame_tick, dtype=np.int32),
-        'joint_positions': np.array(q, dtype=np.float32), 'chunks': np.array(chunks, dtype=np.float32),
-        'phase': np.array(phases, dtype=np.int8), 'apple': np.array(apple, dtype=np.float32),
+        'success': np.array(ok),
+        'seconds': np.array(seconds),
+        'seed': np.array(seed),
+        'noise': np.array(noise),
+        'images': np.stack(frames),
+        'frame_tick': np.array(frame_tick, dtype=np.int32),
+        'joint_positions': np.array(q, dtype=np.float32),
+        'chunks': np.array(chunks, dtype=np.float32),
+        'phase': np.array(phases, dtype=np.int8),
+        'apple': np.array(apple, dtype=np.float32),
         'fridge': (sim.body_position('fridge')[:2]).astype(np.float32),
     }
 
 
-def record(out: str, episodes: int, first_seed: int = TRAIN_FIRST_SEED, noise: float = 0.02,
-           render_every: int = 2, progress: bool = True, driver_factory=None, keep_failed: bool = False,
-           kind: str = 'wam-pick-place-demos') -> dict:
+def record(
+    out: str,
+    episodes: int,
+    first_seed: int = TRAIN_FIRST_SEED,
+    noise: float = 0.02,
+    render_every: int = 2,
+    progress: bool = True,
+    driver_factory=None,
+    keep_failed: bool = False,
+    kind: str = 'wam-pick-place-demos',
+) -> dict:
     from tqdm import tqdm
+
     os.makedirs(out, exist_ok=True)
     sim = TabletopSim()
     entries, failed = [], []
@@ -73,19 +89,36 @@ def record(out: str, episodes: int, first_seed: int = TRAIN_FIRST_SEED, noise: f
         ep = record_episode(sim, seed, ep_noise, render_every, driver_factory)
         if not bool(ep['success']):
             failed.append(seed)
-            if not keep_failed:      # on-policy (DAgger) episodes keep their expert labels either way
+            if not keep_failed:  # on-policy (DAgger) episodes keep their expert labels either way
                 continue
         path = os.path.join(out, f'episode_{seed:05d}.npz')
         np.savez_compressed(path, **ep)
-        entries.append({'file': os.path.basename(path), 'seed': seed, 'noise': ep_noise,
-                        'ticks': int(len(ep['chunks'])), 'frames': int(len(ep['images'])),
-                        'seconds': float(ep['seconds']), 'sha256': sha256_file(path)})
+        entries.append(
+            {
+                'file': os.path.basename(path),
+                'seed': seed,
+                'noise': ep_noise,
+                'ticks': int(len(ep['chunks'])),
+                'frames': int(len(ep['images'])),
+                'seconds': float(ep['seconds']),
+                'sha256': sha256_file(path),
+            }
+        )
         bar.set_postfix(kept=len(entries), failed=len(failed))
     sim.close()
-    manifest = {'kind': kind, 'episodes': entries, 'failed_seeds': failed,
-                'phases': PHASES, 'phase_skill': PHASE_SKILL, 'render_every': render_every,
-                'period_s': 0.02, 'chunk': 16, 'noise': noise, 'first_seed': first_seed,
-                'seconds_to_record': round(time.perf_counter() - t0, 1)}
+    manifest = {
+        'kind': kind,
+        'episodes': entries,
+        'failed_seeds': failed,
+        'phases': PHASES,
+        'phase_skill': PHASE_SKILL,
+        'render_every': render_every,
+        'period_s': 0.02,
+        'chunk': 16,
+        'noise': noise,
+        'first_seed': first_seed,
+        'seconds_to_record': round(time.perf_counter() - t0, 1),
+    }
     with open(os.path.join(out, 'manifest.json'), 'w', encoding='utf-8') as fh:
         json.dump(manifest, fh, indent=1)
     return manifest
@@ -109,16 +142,22 @@ def load(out: str, verify: bool = True) -> tuple:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument('--out', default='datasets/pick_place')
     ap.add_argument('--episodes', type=int, default=300)
     ap.add_argument('--first-seed', type=int, default=TRAIN_FIRST_SEED)
-    ap.add_argument('--noise', type=float, default=0.02, help='execution noise (rad) on every other episode')
+    ap.add_argument(
+        '--noise', type=float, default=0.02, help='execution noise (rad) on every other episode'
+    )
     args = ap.parse_args(argv)
     m = record(args.out, args.episodes, args.first_seed, args.noise)
     frames = sum(e['frames'] for e in m['episodes'])
-    print(f"dataset {args.out}: {len(m['episodes'])} episodes kept, {len(m['failed_seeds'])} failed, "
-          f"{frames} frames, {m['seconds_to_record']} s")
+    print(
+        f'dataset {args.out}: {len(m["episodes"])} episodes kept, {len(m["failed_seeds"])} failed, '
+        f'{frames} frames, {m["seconds_to_record"]} s'
+    )
     return 0
 
 

@@ -7,6 +7,7 @@ each file, name, version). The action expert's manifest names the world-expert
 version it pairs with; readers refuse representations of any other version.
 A later training step overwrites these with trained weights.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,23 +34,38 @@ def write_default_models(out: str, seed: int = 0, joints: int = len(DEFAULT_JOIN
     world.save_pretrained(world_dir)
     write_manifest(world_dir, WORLD_NAME, version, {'seed': seed, 'trained': False})
     torch.manual_seed(seed + 1)
-    cfg = ActionExpertConfig(repr_dim=world.config.hidden_size, num_joints=joints,
-                             delta_scale=default_delta_scale(DEFAULT_JOINT_NAMES[:joints]))
+    cfg = ActionExpertConfig(
+        repr_dim=world.config.hidden_size,
+        num_joints=joints,
+        delta_scale=default_delta_scale(DEFAULT_JOINT_NAMES[:joints]),
+    )
     action = ActionExpert(cfg)
     action.save_pretrained(action_dir)
-    write_manifest(action_dir, ACTION_NAME, version,
-                   {'seed': seed, 'trained': False, 'world_version': version,
-                    'joint_names': list(DEFAULT_JOINT_NAMES[:joints])})
+    write_manifest(
+        action_dir,
+        ACTION_NAME,
+        version,
+        {
+            'seed': seed,
+            'trained': False,
+            'world_version': version,
+            'joint_names': list(DEFAULT_JOINT_NAMES[:joints]),
+        },
+    )
     return {'world_dir': world_dir, 'action_dir': action_dir, 'version': version}
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument('--out', default='models')
     ap.add_argument('--seed', type=int, default=0)
     args = ap.parse_args(argv)
     info = write_default_models(args.out, args.seed)
-    print(f"default models written: {info['world_dir']}, {info['action_dir']} (version {info['version']})")
+    print(
+        f'default models written: {info["world_dir"]}, {info["action_dir"]} (version {info["version"]})'
+    )
     return 0
 
 

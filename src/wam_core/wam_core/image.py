@@ -3,6 +3,7 @@
 Everything here takes plain fields (encoding, height, width, step, data) so it is
 tested without ROS. Invalid frames raise ``ImageError`` with a one-line reason.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,17 +23,25 @@ class ImageError(ValueError):
 def frame_to_array(encoding: str, height: int, width: int, step: int, data) -> np.ndarray:
     """Validate Image fields and return an HxWx3 uint8 RGB view (no copy for rgb8)."""
     if encoding not in SUPPORTED_ENCODINGS:
-        raise ImageError(f'unsupported encoding {encoding!r} (supported: {", ".join(SUPPORTED_ENCODINGS)})')
+        raise ImageError(
+            f'unsupported encoding {encoding!r} (supported: {", ".join(SUPPORTED_ENCODINGS)})'
+        )
     if not (0 < height <= MAX_SIDE and 0 < width <= MAX_SIDE):
         raise ImageError(f'bad image size {width}x{height}')
     if step < width * 3:
         raise ImageError(f'step {step} < width*3 = {width * 3}')
-    buf = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data.reshape(-1)
+    buf = (
+        np.frombuffer(data, dtype=np.uint8)
+        if not isinstance(data, np.ndarray)
+        else data.reshape(-1)
+    )
     if buf.size == 0:
         raise ImageError('empty image data')
     if buf.size != step * height:
-        raise ImageError(f'data length {buf.size} != step*height = {step}*{height} = {step * height}')
-    rows = buf.reshape(height, step)[:, :width * 3]
+        raise ImageError(
+            f'data length {buf.size} != step*height = {step}*{height} = {step * height}'
+        )
+    rows = buf.reshape(height, step)[:, : width * 3]
     img = rows.reshape(height, width, 3)
     if encoding == 'bgr8':
         img = img[:, :, ::-1]
@@ -61,9 +70,15 @@ class Preprocessor:
 
     def __call__(self, rgb: np.ndarray) -> torch.Tensor:
         if not (rgb.flags.c_contiguous and rgb.flags.writeable):
-            rgb = np.array(rgb)       # ~50 kB copy; torch wants a writable, contiguous buffer
+            rgb = np.array(rgb)  # ~50 kB copy; torch wants a writable, contiguous buffer
         x = torch.from_numpy(rgb).permute(2, 0, 1).unsqueeze(0).float()
         if x.shape[-2:] != (self.size, self.size):
-            x = F.interpolate(x, size=(self.size, self.size), mode='bilinear', align_corners=False, antialias=True)
+            x = F.interpolate(
+                x,
+                size=(self.size, self.size),
+                mode='bilinear',
+                align_corners=False,
+                antialias=True,
+            )
         x = x * self._scale + self._shift
         return x.to(self.dtype)

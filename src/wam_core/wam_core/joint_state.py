@@ -1,7 +1,8 @@
 """Validation of joint states against the configured robot."""
+
 from __future__ import annotations
 
-from typing import Dict, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -19,7 +20,7 @@ class JointStateMapper:
 
     def __init__(self, joint_names: Sequence[str]):
         self.joint_names = list(joint_names)
-        self._order: Dict[tuple, np.ndarray] = {}
+        self._order: dict[tuple, np.ndarray] = {}
         self._out = np.zeros(len(self.joint_names), dtype=np.float32)
 
     def map(self, names: Sequence[str], positions: Sequence[float]) -> np.ndarray:

@@ -1,7 +1,6 @@
 """Latency statistics over a fixed window, allocation-free on the hot path."""
-from __future__ import annotations
 
-from typing import Dict
+from __future__ import annotations
 
 import numpy as np
 
@@ -13,7 +12,7 @@ class LatencyWindow:
         self._buf = np.zeros(size, dtype=np.float64)
         self._n = 0
         self._i = 0
-        self.total = 0          # samples ever added
+        self.total = 0  # samples ever added
         self.max_ever = 0.0
 
     def add(self, value_ms: float) -> None:
@@ -25,12 +24,16 @@ class LatencyWindow:
             self.max_ever = value_ms
 
     def values(self) -> np.ndarray:
-        return self._buf[:self._n].copy() if self._n < self._buf.size else np.roll(self._buf, -self._i)
+        return (
+            self._buf[: self._n].copy()
+            if self._n < self._buf.size
+            else np.roll(self._buf, -self._i)
+        )
 
-    def summary(self) -> Dict[str, float]:
+    def summary(self) -> dict[str, float]:
         if self._n == 0:
             return {'p50': float('nan'), 'p99': float('nan'), 'max': float('nan'), 'n': 0}
-        v = self._buf[:self._n]
+        v = self._buf[: self._n]
         p50, p99 = np.percentile(v, [50, 99])
         return {'p50': float(p50), 'p99': float(p99), 'max': float(v.max()), 'n': int(self._n)}
 
@@ -44,7 +47,7 @@ class StageTimer:
     def add(self, stage: str, value_ms: float) -> None:
         self.stages[stage].add(value_ms)
 
-    def summary(self) -> Dict[str, Dict[str, float]]:
+    def summary(self) -> dict[str, dict[str, float]]:
         return {k: w.summary() for k, w in self.stages.items()}
 
 

@@ -25,11 +25,12 @@ velocity. A baseline a hair outside the position limits (contact noise) is clipp
 An empty intersection (the robot already moves too fast towards a limit, or is
 outside its limits) rejects the chunk: the robot then finishes the last safe chunk.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -49,26 +50,37 @@ class ChunkRejected(ValueError):
 class JointLimit:
     lower: float
     upper: float
-    velocity: float          # rad/s (m/s)
-    effort: float = 0.0      # recorded for completeness; position control does not use it
+    velocity: float  # rad/s (m/s)
+    effort: float = 0.0  # recorded for completeness; position control does not use it
     acceleration: float = 10.0
 
     def validate(self, name: str) -> None:
         vals = (self.lower, self.upper, self.velocity, self.acceleration)
-        if not all(math.isfinite(v) for v in vals) or self.lower >= self.upper or self.velocity <= 0 \
-                or self.acceleration <= 0:
+        if (
+            not all(math.isfinite(v) for v in vals)
+            or self.lower >= self.upper
+            or self.velocity <= 0
+            or self.acceleration <= 0
+        ):
             raise ValueError(f'bad limits for joint {name!r}: {self}')
 
 
-def limits_from_dict(joint_names: Sequence[str], data: Dict[str, Dict[str, float]]) -> Dict[str, JointLimit]:
+def limits_from_dict(
+    joint_names: Sequence[str], data: dict[str, dict[str, float]]
+) -> dict[str, JointLimit]:
     """{'joint': {'lower':..,'upper':..,'velocity':..,'effort':..,'acceleration':..}} -> limits."""
     out = {}
     for name in joint_names:
         if name not in data:
             raise ValueError(f'no limits configured for joint {name!r}')
         spec = data[name]
-        lim = JointLimit(float(spec['lower']), float(spec['upper']), float(spec['velocity']),
-                         float(spec.get('effort', 0.0)), float(spec.get('acceleration', 10.0)))
+        lim = JointLimit(
+            float(spec['lower']),
+            float(spec['upper']),
+            float(spec['velocity']),
+            float(spec.get('effort', 0.0)),
+            float(spec.get('acceleration', 10.0)),
+        )
         lim.validate(name)
         out[name] = lim
     return out
@@ -76,13 +88,13 @@ def limits_from_dict(joint_names: Sequence[str], data: Dict[str, Dict[str, float
 
 @dataclass
 class GateResult:
-    positions: np.ndarray        # [H, N] in configured joint order
-    times: np.ndarray            # [H] time_from_start, s
-    clamped_points: int          # points where any joint was changed
+    positions: np.ndarray  # [H, N] in configured joint order
+    times: np.ndarray  # [H] time_from_start, s
+    clamped_points: int  # points where any joint was changed
 
 
 class ClampGate:
-    def __init__(self, joint_names: Sequence[str], limits: Dict[str, JointLimit], period_s: float):
+    def __init__(self, joint_names: Sequence[str], limits: dict[str, JointLimit], period_s: float):
         self.joint_names = list(joint_names)
         self.lower = np.array([limits[n].lower for n in joint_names])
         self.upper = np.array([limits[n].upper for n in joint_names])
@@ -91,26 +103,40 @@ class ClampGate:
         self.period_s = period_s
         self.chunks = 0
         self.clamped_points = 0
-        self.rejected: Dict[str, int] = {}
+        self.rejected: dict[str, int] = {}
 
     def _reject(self, reason: str, detail: str):
         self.rejected[reason] = self.rejected.get(reason, 0) + 1
         raise ChunkRejected(reason, detail)
 
     def _order(self, names: Sequence[str]) -> np.ndarray:
-        if len(names) != len(self.joint_names) or set(names) != set(self.joint_names) or \
-                len(set(names)) != len(names):
+        if (
+            len(names) != len(self.joint_names)
+            or set(names) != set(self.joint_names)
+            or len(set(names)) != len(names)
+        ):
             self._reject('joint_names', f'got {list(names)[:10]}, robot has {self.joint_names}')
         where = {n: i for i, n in enumerate(names)}
         return np.array([where[n] for n in self.joint_names])
 
-    def apply(self, names: Sequence[str], positions, times, current: np.ndarray,
-              current_velocity: Optional[np.ndarray] = None) -> GateResult:
+    def apply(
+        self,
+        names: Sequence[str],
+        positions,
+        times,
+        current: np.ndarray,
+        current_velocity: np.ndarray | None = None,
+    ) -> GateResult:
         """positions [H, len(names)], times [H] (s from the chunk start), current [N] (configured order)."""
         order = self._order(names)
         p = np.asarray(positions, dtype=np.float64)
         t = np.asarray(times, dtype=np.float64)
-        if p.ndim != 2 or p.shape[0] == 0 or p.shape[1] != len(self.joint_names) or t.shape != (p.shape[0],):
+        if (
+            p.ndim != 2
+            or p.shape[0] == 0
+            or p.shape[1] != len(self.joint_names)
+            or t.shape != (p.shape[0],)
+        ):
             self._reject('shape', f'positions {p.shape}, times {t.shape}')
         if p.shape[0] > MAX_POINTS:
             self._reject('shape', f'{p.shape[0]} points > {MAX_POINTS}')
@@ -134,20 +160,28 @@ class ClampGate:
             v = (p[k] - prev) / dt
             lo = np.maximum(-self.vmax, (self.lower - prev) / dt)
             hi = np.minimum(self.vmax, (self.upper - prev) / dt)
-            if v_prev is not None and not (k == 0 and t[0] <= EPS):    # point 0 "now" is not a segment
+            if v_prev is not None and not (
+                k == 0 and t[0] <= EPS
+            ):  # point 0 "now" is not a segment
                 lo = np.maximum(lo, v_prev - self.amax * dt)
                 hi = np.minimum(hi, v_prev + self.amax * dt)
             # braking: (prev + v dt) + v|v|/(2a) within limits  <=>  v within these roots
             ad = self.amax * dt
-            hi = np.minimum(hi, -ad + np.sqrt(np.maximum(ad * ad + 2 * self.amax * (self.upper - prev), 0.0)))
-            lo = np.maximum(lo, ad - np.sqrt(np.maximum(ad * ad + 2 * self.amax * (prev - self.lower), 0.0)))
+            hi = np.minimum(
+                hi, -ad + np.sqrt(np.maximum(ad * ad + 2 * self.amax * (self.upper - prev), 0.0))
+            )
+            lo = np.maximum(
+                lo, ad - np.sqrt(np.maximum(ad * ad + 2 * self.amax * (prev - self.lower), 0.0))
+            )
             if np.any(lo > hi + EPS):
                 j = int(np.argmax(lo - hi))
-                self._reject('infeasible', f'no safe motion for {self.joint_names[j]} at point {k}')
+                self._reject(
+                    'infeasible', f'no safe motion for {self.joint_names[j]} at point {k}'
+                )
             v_safe = np.clip(v, lo, np.maximum(lo, hi))
             if np.any(np.abs(v_safe - v) * dt > 1e-12):
                 clamped += 1
-            out[k] = np.clip(prev + v_safe * dt, self.lower, self.upper)   # rounding only
+            out[k] = np.clip(prev + v_safe * dt, self.lower, self.upper)  # rounding only
             now_point = k == 0 and t[0] <= EPS and v_base is not None
             v_prev = v_base if now_point else (out[k] - prev) / dt
             prev = out[k]
@@ -156,33 +190,44 @@ class ClampGate:
         return GateResult(out, t.copy(), clamped)
 
 
-def default_limits(joint_names: Sequence[str]) -> Dict[str, JointLimit]:
+def default_limits(joint_names: Sequence[str]) -> dict[str, JointLimit]:
     """Conservative limits for the default 6-DoF arm + gripper (rad, rad/s, rad/s^2)."""
     out = {}
     for n in joint_names:
         if 'gripper' in n:
-            out[n] = JointLimit(0.0, 0.04, 0.1, 20.0, 1.0)     # prismatic finger, metres
+            out[n] = JointLimit(0.0, 0.04, 0.1, 20.0, 1.0)  # prismatic finger, metres
         else:
             out[n] = JointLimit(-2.9, 2.9, 1.5, 50.0, 8.0)
     return out
 
 
-def check_trajectory(positions: np.ndarray, times: np.ndarray, current: np.ndarray, gate: ClampGate,
-                     tol: float = 1e-6, current_velocity: Optional[np.ndarray] = None) -> List[str]:
+def check_trajectory(
+    positions: np.ndarray,
+    times: np.ndarray,
+    current: np.ndarray,
+    gate: ClampGate,
+    tol: float = 1e-6,
+    current_velocity: np.ndarray | None = None,
+) -> list[str]:
     """Independent check (used by tests and recorders): the list of violated limits."""
     bad = []
     p = np.asarray(positions)
     if np.any(p < gate.lower - tol) or np.any(p > gate.upper + tol):
         bad.append('position')
     prev = baseline_position(np.asarray(current, dtype=np.float64), gate.lower, gate.upper)
-    v_prev = v_base = None if current_velocity is None else np.asarray(current_velocity, dtype=np.float64)
+    v_prev = v_base = (
+        None if current_velocity is None else np.asarray(current_velocity, dtype=np.float64)
+    )
     for k in range(len(p)):
         dt = max(times[0], gate.period_s) if k == 0 else times[k] - times[k - 1]
         v = (p[k] - prev) / dt
         if np.any(np.abs(v) > gate.vmax + tol / dt):
             bad.append(f'velocity@{k}')
-        if v_prev is not None and not (k == 0 and times[0] <= EPS) and \
-                np.any(np.abs(v - v_prev) > gate.amax * dt + 2 * tol / dt):
+        if (
+            v_prev is not None
+            and not (k == 0 and times[0] <= EPS)
+            and np.any(np.abs(v - v_prev) > gate.amax * dt + 2 * tol / dt)
+        ):
             bad.append(f'acceleration@{k}')
         prev = p[k]
         v_prev = v_base if (k == 0 and times[0] <= EPS and v_base is not None) else v
@@ -207,8 +252,8 @@ class CommandTracker:
 
     def __init__(self, max_deviation: float = 0.15):
         self.max_deviation = max_deviation
-        self._times: Optional[np.ndarray] = None
-        self._pos: Optional[np.ndarray] = None
+        self._times: np.ndarray | None = None
+        self._pos: np.ndarray | None = None
 
     def record(self, start_s: float, times, positions) -> None:
         self._times = start_s + np.asarray(times, dtype=np.float64)

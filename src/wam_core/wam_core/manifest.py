@@ -4,13 +4,13 @@ A model directory holds ``manifest.json`` next to the files it lists. Loading co
 calls ``verify_manifest`` first; a missing, extra-size or tampered file raises
 ``ManifestError`` naming the file, so a corrupted or swapped model never runs.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Dict, Optional
 
 MANIFEST_NAME = 'manifest.json'
 _CHUNK = 1 << 20
@@ -24,8 +24,8 @@ class ManifestError(RuntimeError):
 class Manifest:
     name: str
     version: str
-    files: Dict[str, str]                 # relative path -> sha256 hex
-    extra: Dict[str, object] = field(default_factory=dict)
+    files: dict[str, str]  # relative path -> sha256 hex
+    extra: dict[str, object] = field(default_factory=dict)
 
 
 def sha256_file(path: str) -> str:
@@ -39,8 +39,9 @@ def sha256_file(path: str) -> str:
     return h.hexdigest()
 
 
-def write_manifest(model_dir: str, name: str, version: str,
-                   extra: Optional[Dict[str, object]] = None) -> Manifest:
+def write_manifest(
+    model_dir: str, name: str, version: str, extra: dict[str, object] | None = None
+) -> Manifest:
     """Hash every file in ``model_dir`` (except the manifest) and write manifest.json."""
     files = {}
     for root, _dirs, names in os.walk(model_dir):
@@ -50,10 +51,16 @@ def write_manifest(model_dir: str, name: str, version: str,
             if rel == MANIFEST_NAME:
                 continue
             files[rel] = sha256_file(full)
-    manifest = Manifest(name=name, version=version, files=dict(sorted(files.items())), extra=dict(extra or {}))
+    manifest = Manifest(
+        name=name, version=version, files=dict(sorted(files.items())), extra=dict(extra or {})
+    )
     with open(os.path.join(model_dir, MANIFEST_NAME), 'w', encoding='utf-8') as fh:
-        json.dump({'name': name, 'version': version, 'files': manifest.files, 'extra': manifest.extra},
-                  fh, indent=2, sort_keys=True)
+        json.dump(
+            {'name': name, 'version': version, 'files': manifest.files, 'extra': manifest.extra},
+            fh,
+            indent=2,
+            sort_keys=True,
+        )
         fh.write('\n')
     return manifest
 
@@ -71,9 +78,17 @@ def read_manifest(model_dir: str) -> Manifest:
         name, version, files = doc['name'], doc['version'], doc['files']
     except (KeyError, TypeError):
         raise ManifestError(f'manifest {path!r} lacks name/version/files') from None
-    if not (isinstance(name, str) and isinstance(version, str) and version and isinstance(files, dict) and files):
+    if not (
+        isinstance(name, str)
+        and isinstance(version, str)
+        and version
+        and isinstance(files, dict)
+        and files
+    ):
         raise ManifestError(f'manifest {path!r} has an empty or malformed name/version/files')
-    return Manifest(name=name, version=version, files=dict(files), extra=dict(doc.get('extra') or {}))
+    return Manifest(
+        name=name, version=version, files=dict(files), extra=dict(doc.get('extra') or {})
+    )
 
 
 def verify_manifest(model_dir: str) -> Manifest:
@@ -85,10 +100,13 @@ def verify_manifest(model_dir: str) -> Manifest:
         if not full.startswith(root + os.sep):
             raise ManifestError(f'manifest entry {rel!r} points outside {model_dir!r}')
         if not os.path.isfile(full):
-            raise ManifestError(f'model file {rel!r} listed in the manifest is missing from {model_dir!r}')
+            raise ManifestError(
+                f'model file {rel!r} listed in the manifest is missing from {model_dir!r}'
+            )
         actual = sha256_file(full)
         if actual != expected:
             raise ManifestError(
                 f'model file {rel!r} in {model_dir!r} fails its sha256 check '
-                f'(expected {expected[:12]}…, got {actual[:12]}…): refusing to load a tampered or corrupt model')
+                f'(expected {expected[:12]}…, got {actual[:12]}…): refusing to load a tampered or corrupt model'
+            )
     return manifest

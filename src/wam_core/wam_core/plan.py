@@ -4,17 +4,28 @@ Every plan, whichever planner made it (LLM or rules), goes through ``validate_pl
 before it conditions the robot: known skills only, objects with a class and optional
 colour, a destination where the skill needs one, bounded sizes.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any
 
-SKILLS = ('perceive', 'locate', 'navigate', 'grasp', 'transport', 'place', 'open', 'close', 'release')
+SKILLS = (
+    'perceive',
+    'locate',
+    'navigate',
+    'grasp',
+    'transport',
+    'place',
+    'open',
+    'close',
+    'release',
+)
 NEEDS_OBJECT = {'locate', 'navigate', 'grasp', 'transport', 'place', 'open', 'close'}
 NEEDS_DESTINATION = {'transport', 'place'}
 MAX_SUBTASKS = 16
 MAX_FIELD = 64
-MAX_INSTRUCTION = 512          # characters; longer instructions are refused
+MAX_INSTRUCTION = 512  # characters; longer instructions are refused
 
 
 class PlanError(ValueError):
@@ -33,8 +44,8 @@ class ObjectRef:
 @dataclass(frozen=True)
 class Subtask:
     skill: str
-    object: Optional[ObjectRef] = None
-    destination: Optional[ObjectRef] = None
+    object: ObjectRef | None = None
+    destination: ObjectRef | None = None
 
     def text(self) -> str:
         """The sentence that is embedded to condition the action expert."""
@@ -48,40 +59,70 @@ class Subtask:
 
 @dataclass(frozen=True)
 class Plan:
-    subtasks: List[Subtask]
-    source: str = 'rules'      # 'llm' | 'rules'
+    subtasks: list[Subtask]
+    source: str = 'rules'  # 'llm' | 'rules'
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         def obj(o):
             return None if o is None else {'class': o.cls, 'color': o.color}
-        return {'subtasks': [{'skill': s.skill, 'object': obj(s.object), 'destination': obj(s.destination)}
-                             for s in self.subtasks]}
+
+        return {
+            'subtasks': [
+                {'skill': s.skill, 'object': obj(s.object), 'destination': obj(s.destination)}
+                for s in self.subtasks
+            ]
+        }
 
 
-_OBJ_SCHEMA = {'anyOf': [{'type': 'null'}, {
-    'type': 'object', 'additionalProperties': False, 'required': ['class', 'color'],
-    'properties': {'class': {'type': 'string', 'minLength': 1, 'maxLength': MAX_FIELD},
-                   'color': {'type': 'string', 'maxLength': MAX_FIELD}}}]}
+_OBJ_SCHEMA = {
+    'anyOf': [
+        {'type': 'null'},
+        {
+            'type': 'object',
+            'additionalProperties': False,
+            'required': ['class', 'color'],
+            'properties': {
+                'class': {'type': 'string', 'minLength': 1, 'maxLength': MAX_FIELD},
+                'color': {'type': 'string', 'maxLength': MAX_FIELD},
+            },
+        },
+    ]
+}
 
-PLAN_SCHEMA: Dict[str, Any] = {
-    'type': 'object', 'additionalProperties': False, 'required': ['subtasks'],
-    'properties': {'subtasks': {
-        'type': 'array', 'minItems': 1, 'maxItems': MAX_SUBTASKS,
-        'items': {'type': 'object', 'additionalProperties': False,
-                  'required': ['skill', 'object', 'destination'],
-                  'properties': {'skill': {'type': 'string', 'enum': list(SKILLS)},
-                                 'object': _OBJ_SCHEMA, 'destination': _OBJ_SCHEMA}}}},
+PLAN_SCHEMA: dict[str, Any] = {
+    'type': 'object',
+    'additionalProperties': False,
+    'required': ['subtasks'],
+    'properties': {
+        'subtasks': {
+            'type': 'array',
+            'minItems': 1,
+            'maxItems': MAX_SUBTASKS,
+            'items': {
+                'type': 'object',
+                'additionalProperties': False,
+                'required': ['skill', 'object', 'destination'],
+                'properties': {
+                    'skill': {'type': 'string', 'enum': list(SKILLS)},
+                    'object': _OBJ_SCHEMA,
+                    'destination': _OBJ_SCHEMA,
+                },
+            },
+        }
+    },
 }
 
 
-def _obj(value: Any, where: str) -> Optional[ObjectRef]:
+def _obj(value: Any, where: str) -> ObjectRef | None:
     if value is None:
         return None
     if not isinstance(value, dict) or set(value) - {'class', 'color'}:
         raise PlanError(f'{where} must be null or {{"class", "color"}}')
     cls, color = value.get('class'), value.get('color', '')
     if not isinstance(cls, str) or not cls.strip() or len(cls) > MAX_FIELD:
-        raise PlanError(f'{where}.class must be a non-empty string of at most {MAX_FIELD} characters')
+        raise PlanError(
+            f'{where}.class must be a non-empty string of at most {MAX_FIELD} characters'
+        )
     if not isinstance(color, str) or len(color) > MAX_FIELD:
         raise PlanError(f'{where}.color must be a string of at most {MAX_FIELD} characters')
     return ObjectRef(cls.strip().lower(), color.strip().lower())
@@ -114,5 +155,5 @@ def validate_plan(doc: Any, source: str) -> Plan:
     return Plan(out, source)
 
 
-def plan_as_dicts(plan: Plan) -> List[Dict[str, Any]]:
+def plan_as_dicts(plan: Plan) -> list[dict[str, Any]]:
     return [asdict(s) for s in plan.subtasks]

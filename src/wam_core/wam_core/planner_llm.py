@@ -8,12 +8,13 @@ jitter inside one overall deadline; a circuit breaker stops calling a dead serve
 a cool-down. ``FallbackPlanner`` falls back to the rules on any failure, including a
 valid plan that names objects the instruction never mentions, and counts why.
 """
+
 from __future__ import annotations
 
 import json
 import random
 import time
-from typing import Callable, Dict, Optional
+from collections.abc import Callable
 
 import httpx
 
@@ -26,7 +27,8 @@ SYSTEM_PROMPT = (
     'You turn a robot instruction into a plan: a JSON object {"subtasks": [...]}. Each subtask has '
     f'"skill" (one of {", ".join(SKILLS)}), "object" ({{"class", "color"}} or null) and "destination" '
     '({"class", "color"} or null). Pick-and-place is: perceive, locate X, grasp X, transport X to Y, '
-    'place X to Y, release X. Use English class and colour words, lower case. Reply with the JSON only.')
+    'place X to Y, release X. Use English class and colour words, lower case. Reply with the JSON only.'
+)
 
 
 class LLMError(RuntimeError):
@@ -38,7 +40,12 @@ class LLMError(RuntimeError):
 
 
 class CircuitBreaker:
-    def __init__(self, failures: int = 3, cooldown_s: float = 30.0, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        failures: int = 3,
+        cooldown_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.threshold = failures
         self.cooldown_s = cooldown_s
         self.clock = clock
@@ -61,10 +68,20 @@ class CircuitBreaker:
 class LLMPlanner:
     name = 'llm'
 
-    def __init__(self, base_url: str = 'http://localhost:30000/v1', model: str = 'default',
-                 timeout_s: float = 2.0, deadline_s: float = 4.0, retries: int = 2, backoff_s: float = 0.1,
-                 api_key: str = '', breaker: Optional[CircuitBreaker] = None, schema_mode: str = 'json_schema',
-                 sleep: Callable[[float], None] = time.sleep, rng: Optional[random.Random] = None):
+    def __init__(
+        self,
+        base_url: str = 'http://localhost:30000/v1',
+        model: str = 'default',
+        timeout_s: float = 2.0,
+        deadline_s: float = 4.0,
+        retries: int = 2,
+        backoff_s: float = 0.1,
+        api_key: str = '',
+        breaker: CircuitBreaker | None = None,
+        schema_mode: str = 'json_schema',
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ):
         self.url = base_url.rstrip('/') + '/chat/completions'
         self.model = model
         self.timeout_s = timeout_s
@@ -72,31 +89,45 @@ class LLMPlanner:
         self.retries = retries
         self.backoff_s = backoff_s
         if schema_mode not in ('json_schema', 'json_object'):
-            raise ValueError("schema_mode must be 'json_schema' (OpenAI, SGLang) or 'json_object' (llama.cpp)")
+            raise ValueError(
+                "schema_mode must be 'json_schema' (OpenAI, SGLang) or 'json_object' (llama.cpp)"
+            )
         self.schema_mode = schema_mode
         self.breaker = breaker or CircuitBreaker()
         self.sleep = sleep
         self.rng = rng or random.Random()
         headers = {'Authorization': f'Bearer {api_key}'} if api_key else {}
-        self._client = httpx.Client(headers=headers, trust_env=False)   # no proxies: loopback/LAN server
+        self._client = httpx.Client(
+            headers=headers, trust_env=False
+        )  # no proxies: loopback/LAN server
 
-    def request_body(self, instruction: str) -> Dict:
+    def request_body(self, instruction: str) -> dict:
         return {
-            'model': self.model, 'temperature': 0.0, 'max_tokens': 512,
-            'messages': [{'role': 'system', 'content': SYSTEM_PROMPT},
-                         {'role': 'user', 'content': instruction}],
+            'model': self.model,
+            'temperature': 0.0,
+            'max_tokens': 512,
+            'messages': [
+                {'role': 'system', 'content': SYSTEM_PROMPT},
+                {'role': 'user', 'content': instruction},
+            ],
             # OpenAI's and SGLang's form; llama.cpp's server takes the schema beside json_object.
-            'response_format': ({'type': 'json_schema',
-                                 'json_schema': {'name': 'task_plan', 'schema': PLAN_SCHEMA, 'strict': True}}
-                                if self.schema_mode == 'json_schema'
-                                else {'type': 'json_object', 'schema': PLAN_SCHEMA}),
+            'response_format': (
+                {
+                    'type': 'json_schema',
+                    'json_schema': {'name': 'task_plan', 'schema': PLAN_SCHEMA, 'strict': True},
+                }
+                if self.schema_mode == 'json_schema'
+                else {'type': 'json_object', 'schema': PLAN_SCHEMA}
+            ),
         }
 
     def plan(self, instruction: str) -> Plan:
         if not instruction.strip() or len(instruction) > MAX_INSTRUCTION:
             raise LLMError('bad_instruction', 'empty or oversized instruction')
         if not self.breaker.allow():
-            raise LLMError('circuit_open', 'server failed repeatedly; not calling it during the cool-down')
+            raise LLMError(
+                'circuit_open', 'server failed repeatedly; not calling it during the cool-down'
+            )
         start = time.monotonic()
         body = self.request_body(instruction)
         last = LLMError('unreachable')
@@ -105,7 +136,9 @@ class LLMPlanner:
             if remaining <= 0.05:
                 break
             try:
-                resp = self._client.post(self.url, json=body, timeout=min(self.timeout_s, remaining))
+                resp = self._client.post(
+                    self.url, json=body, timeout=min(self.timeout_s, remaining)
+                )
             except httpx.TimeoutException as exc:
                 last = LLMError('timeout', str(exc) or 'no reply in time')
             except httpx.TransportError as exc:
@@ -123,7 +156,9 @@ class LLMPlanner:
             if not self.breaker.allow():
                 break
             if attempt < self.retries:
-                pause = self.backoff_s * (2 ** attempt) * (0.5 + self.rng.random())   # full jitter around 2^n
+                pause = (
+                    self.backoff_s * (2**attempt) * (0.5 + self.rng.random())
+                )  # full jitter around 2^n
                 self.sleep(min(pause, max(0.0, self.deadline_s - (time.monotonic() - start))))
         raise last
 
@@ -152,12 +187,12 @@ class LLMPlanner:
 class FallbackPlanner:
     """LLM first (when configured), rules on any LLM failure. Counts fallbacks by reason."""
 
-    def __init__(self, llm: Optional[LLMPlanner], rules, logger: Callable[[str], None] = print):
+    def __init__(self, llm: LLMPlanner | None, rules, logger: Callable[[str], None] = print):
         self.llm = llm
         self.rules = rules
         self.logger = logger
-        self.fallbacks: Dict[str, int] = {}
-        self.plans: Dict[str, int] = {}
+        self.fallbacks: dict[str, int] = {}
+        self.plans: dict[str, int] = {}
 
     def plan(self, instruction: str) -> Plan:
         if self.llm is not None:
@@ -165,7 +200,9 @@ class FallbackPlanner:
                 plan = self.llm.plan(instruction)
                 extra = ungrounded_objects(plan, instruction)
                 if extra:
-                    raise LLMError('ungrounded', f'plan names objects the instruction does not: {extra}')
+                    raise LLMError(
+                        'ungrounded', f'plan names objects the instruction does not: {extra}'
+                    )
                 self.plans['llm'] = self.plans.get('llm', 0) + 1
                 return plan
             except LLMError as exc:

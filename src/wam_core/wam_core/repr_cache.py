@@ -18,14 +18,15 @@ Backends:
 The seqlock relies on x86-64's total store order for the ordering of the plain
 8-byte stores numpy makes; on weaker memory models (ARM) it would need fences.
 """
+
 from __future__ import annotations
 
 import mmap
 import os
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -40,17 +41,26 @@ DTYPE_CODES = {'float32': 1, 'float16': 2, 'bfloat16': 3}
 DTYPE_NAMES = {v: k for k, v in DTYPE_CODES.items()}
 
 # Header u64 word indices
-H_MAGIC, H_LAYOUT, H_PID, H_EPOCH, H_CAPACITY, H_SLOT_BYTES, H_GENERATION, H_LATEST, H_CLOSED = range(9)
-H_VERSION_OFF = 128          # byte offset of the model-version string
+H_MAGIC, H_LAYOUT, H_PID, H_EPOCH, H_CAPACITY, H_SLOT_BYTES, H_GENERATION, H_LATEST, H_CLOSED = (
+    range(9)
+)
+H_VERSION_OFF = 128  # byte offset of the model-version string
 # Slot u64 word indices (relative to the slot start)
 S_SEQ, S_STAMP, S_WRITTEN, S_NDIM = 0, 1, 2, 3
-S_SHAPE = 4                  # 4 words
+S_SHAPE = 4  # 4 words
 S_DTYPE, S_NBYTES, S_GENERATION = 8, 9, 10
-S_FP_OFF, S_VERSION_OFF = 96, 128   # byte offsets of fingerprint and version strings
+S_FP_OFF, S_VERSION_OFF = 96, 128  # byte offsets of fingerprint and version strings
 
 # Reasons a read is refused; they are also the keys of the reader's counters.
 MISS, VERSION, STALE, TORN, UNKNOWN_SLOT, KEY_MISMATCH, NO_SEGMENT = (
-    'miss', 'version_mismatch', 'stale', 'torn', 'unknown_slot', 'key_mismatch', 'no_segment')
+    'miss',
+    'version_mismatch',
+    'stale',
+    'torn',
+    'unknown_slot',
+    'key_mismatch',
+    'no_segment',
+)
 
 
 class CacheError(RuntimeError):
@@ -69,13 +79,14 @@ def make_key(fingerprint: str, version: str) -> str:
 @dataclass(frozen=True)
 class CacheEntry:
     """What the writer tells readers (through the descriptor) about one entry."""
+
     key: str
     fingerprint: str
     version: str
     slot: int
     sequence: int
     stamp_ns: int
-    shape: Tuple[int, ...]
+    shape: tuple[int, ...]
     dtype: str
     epoch: int = 0
 
@@ -84,10 +95,10 @@ class CacheEntry:
 class ReadResult:
     ok: bool
     reason: str = ''
-    array: Optional[np.ndarray] = None
-    entry: Optional[CacheEntry] = None
+    array: np.ndarray | None = None
+    entry: CacheEntry | None = None
     age_ms: float = float('nan')
-    _check: Optional[Callable[[], bool]] = None
+    _check: Callable[[], bool] | None = None
 
     def still_valid(self) -> bool:
         """True if the slot was not rewritten since the read (re-check after zero-copy use)."""
@@ -97,7 +108,7 @@ class ReadResult:
 class _Counters:
     def __init__(self):
         self.hits = 0
-        self.refused: Dict[str, int] = {}
+        self.refused: dict[str, int] = {}
 
     def refuse(self, reason: str) -> ReadResult:
         self.refused[reason] = self.refused.get(reason, 0) + 1
@@ -110,7 +121,9 @@ class InProcessCache:
 
     backend = 'inprocess'
 
-    def __init__(self, capacity: int, ttl_ms: float, version: str, clock: Callable[[], int] = now_ns):
+    def __init__(
+        self, capacity: int, ttl_ms: float, version: str, clock: Callable[[], int] = now_ns
+    ):
         if capacity < 1:
             raise CacheError('capacity must be >= 1')
         self.capacity = capacity
@@ -118,9 +131,9 @@ class InProcessCache:
         self.clock = clock
         self.segment = ''
         self.epoch = 0
-        self._slots: list = [None] * capacity          # (CacheEntry, array)
+        self._slots: list = [None] * capacity  # (CacheEntry, array)
         self._seq = [0] * capacity
-        self._index: Dict[str, int] = {}
+        self._index: dict[str, int] = {}
         self._next = 0
         self._latest = -1
         self.version = version
@@ -140,7 +153,7 @@ class InProcessCache:
         self._index.clear()
         self._latest = -1
 
-    def lookup(self, fingerprint: str) -> Optional[CacheEntry]:
+    def lookup(self, fingerprint: str) -> CacheEntry | None:
         slot = self._index.get(make_key(fingerprint, self.version))
         return None if slot is None else self._slots[slot][0]
 
@@ -152,9 +165,17 @@ class InProcessCache:
             self._index.pop(old[0].key, None)
         self._seq[slot] += 2
         key = make_key(fingerprint, self.version)
-        entry = CacheEntry(key, fingerprint, self.version, slot, self._seq[slot], int(stamp_ns),
-                           tuple(array.shape), str(array.dtype))
-        array.setflags(write=False)       # readers share it: nobody may mutate it
+        entry = CacheEntry(
+            key,
+            fingerprint,
+            self.version,
+            slot,
+            self._seq[slot],
+            int(stamp_ns),
+            tuple(array.shape),
+            str(array.dtype),
+        )
+        array.setflags(write=False)  # readers share it: nobody may mutate it
         self._slots[slot] = (entry, array)
         self._index[key] = slot
         self._latest = slot
@@ -166,15 +187,29 @@ class InProcessCache:
         if cur is None or cur[0].key != entry.key:
             raise CacheError(f'entry {entry.key} is no longer in slot {entry.slot}')
         self._seq[entry.slot] += 2
-        new = CacheEntry(entry.key, entry.fingerprint, entry.version, entry.slot, self._seq[entry.slot],
-                         int(stamp_ns), entry.shape, entry.dtype)
+        new = CacheEntry(
+            entry.key,
+            entry.fingerprint,
+            entry.version,
+            entry.slot,
+            self._seq[entry.slot],
+            int(stamp_ns),
+            entry.shape,
+            entry.dtype,
+        )
         self._slots[entry.slot] = (new, cur[1])
         self._latest = entry.slot
         return new
 
     # reader side
-    def read(self, slot: int, version: str, key: Optional[str] = None, epoch: Optional[int] = None,
-             copy_into: Optional[np.ndarray] = None) -> ReadResult:
+    def read(
+        self,
+        slot: int,
+        version: str,
+        key: str | None = None,
+        epoch: int | None = None,
+        copy_into: np.ndarray | None = None,
+    ) -> ReadResult:
         if not 0 <= slot < self.capacity:
             return self.stats.refuse(UNKNOWN_SLOT)
         cur = self._slots[slot]
@@ -195,7 +230,7 @@ class InProcessCache:
         self.stats.hits += 1
         return ReadResult(True, '', array, entry, age / 1e6, lambda: self._seq[slot] == seq)
 
-    def latest(self, version: str, copy_into: Optional[np.ndarray] = None) -> ReadResult:
+    def latest(self, version: str, copy_into: np.ndarray | None = None) -> ReadResult:
         if self._latest < 0:
             return self.stats.refuse(MISS)
         return self.read(self._latest, version, copy_into=copy_into)
@@ -210,13 +245,17 @@ def open_cache_writer(cfg, version: str, slot_shape, logger=print):
         return InProcessCache(cfg.capacity, cfg.ttl_ms, version)
     if cfg.backend == 'shm':
         return ShmRingWriter(cfg.shm_name, cfg.capacity, slot_shape, version, logger=logger)
-    raise CacheError(f'backend {cfg.backend!r} is not available on this machine (cuda_ipc needs a GPU)')
+    raise CacheError(
+        f'backend {cfg.backend!r} is not available on this machine (cuda_ipc needs a GPU)'
+    )
 
 
 def open_cache_reader(cfg):
     if cfg.backend == 'shm':
         return ShmRingReader(cfg.shm_name, cfg.ttl_ms)
-    raise CacheError(f'backend {cfg.backend!r} has no stand-alone reader; in-process readers share the writer')
+    raise CacheError(
+        f'backend {cfg.backend!r} has no stand-alone reader; in-process readers share the writer'
+    )
 
 
 # --------------------------------------------------------------------------- shared memory
@@ -249,18 +288,30 @@ class _ShmLayout:
         self.stride = SLOT_HEADER_BYTES + self.slot_bytes
         if HEADER_BYTES + self.capacity * self.stride > len(mm):
             raise CacheError('segment is smaller than its header claims')
-        self.slot_words = [np.ndarray((SLOT_HEADER_BYTES // 8,), np.int64, buffer=mm,
-                                      offset=HEADER_BYTES + i * self.stride) for i in range(self.capacity)]
+        self.slot_words = [
+            np.ndarray(
+                (SLOT_HEADER_BYTES // 8,),
+                np.int64,
+                buffer=mm,
+                offset=HEADER_BYTES + i * self.stride,
+            )
+            for i in range(self.capacity)
+        ]
 
     def slot_offset(self, slot: int) -> int:
         return HEADER_BYTES + slot * self.stride
 
     def read_str(self, offset: int, size: int) -> str:
-        raw = self.mm[offset:offset + size]
+        raw = self.mm[offset : offset + size]
         return raw.split(b'\0', 1)[0].decode('utf-8', 'replace')
 
     def data_view(self, slot: int, shape, dtype: str) -> np.ndarray:
-        return np.ndarray(shape, np.dtype(dtype), buffer=self.mm, offset=self.slot_offset(slot) + SLOT_HEADER_BYTES)
+        return np.ndarray(
+            shape,
+            np.dtype(dtype),
+            buffer=self.mm,
+            offset=self.slot_offset(slot) + SLOT_HEADER_BYTES,
+        )
 
 
 def _round_up(n: int, k: int = 64) -> int:
@@ -272,8 +323,15 @@ class ShmRingWriter:
 
     backend = 'shm'
 
-    def __init__(self, name: str, capacity: int, slot_shape: Tuple[int, ...], version: str,
-                 dtype: str = 'float32', logger: Callable[[str], None] = print):
+    def __init__(
+        self,
+        name: str,
+        capacity: int,
+        slot_shape: tuple[int, ...],
+        version: str,
+        dtype: str = 'float32',
+        logger: Callable[[str], None] = print,
+    ):
         if dtype not in DTYPE_CODES:
             raise CacheError(f'unsupported dtype {dtype}')
         self.segment = name
@@ -298,9 +356,9 @@ class ShmRingWriter:
         hdr[H_EPOCH] = self.epoch
         hdr[H_CAPACITY] = capacity
         hdr[H_SLOT_BYTES] = slot_bytes
-        hdr[H_MAGIC] = MAGIC           # last: readers only trust a fully initialised header
+        hdr[H_MAGIC] = MAGIC  # last: readers only trust a fully initialised header
         self._l = _ShmLayout(self._mm)
-        self._index: Dict[str, int] = {}
+        self._index: dict[str, int] = {}
         self._keys: list = [None] * capacity
         self._next = 0
         self._closed = False
@@ -324,16 +382,20 @@ class ShmRingWriter:
         finally:
             os.close(fd)
         if pid and pid != os.getpid() and _pid_alive(pid):
-            raise CacheError(f'shared-memory segment {self.path} is owned by live writer pid {pid}')
+            raise CacheError(
+                f'shared-memory segment {self.path} is owned by live writer pid {pid}'
+            )
         os.unlink(self.path)
-        logger(f'reclaimed stale representation-cache segment {self.path} (writer pid {pid or "?"} is gone)')
+        logger(
+            f'reclaimed stale representation-cache segment {self.path} (writer pid {pid or "?"} is gone)'
+        )
         return True
 
     def _write_version(self, version: str) -> None:
         raw = version.encode('utf-8')
         if len(raw) >= VERSION_BYTES:
             raise CacheError(f'model version longer than {VERSION_BYTES - 1} bytes')
-        self._mm[H_VERSION_OFF:H_VERSION_OFF + VERSION_BYTES] = raw.ljust(VERSION_BYTES, b'\0')
+        self._mm[H_VERSION_OFF : H_VERSION_OFF + VERSION_BYTES] = raw.ljust(VERSION_BYTES, b'\0')
         self.version = version
 
     def set_model_version(self, version: str) -> None:
@@ -348,27 +410,44 @@ class ShmRingWriter:
         for i, w in enumerate(self._l.slot_words):
             if self._keys[i] is not None:
                 w[S_SEQ] += 1
-                self._mm[self._l.slot_offset(i) + S_VERSION_OFF:self._l.slot_offset(i) + SLOT_HEADER_BYTES] = \
-                    b'\0' * (SLOT_HEADER_BYTES - S_VERSION_OFF)
+                self._mm[
+                    self._l.slot_offset(i) + S_VERSION_OFF : self._l.slot_offset(i)
+                    + SLOT_HEADER_BYTES
+                ] = b'\0' * (SLOT_HEADER_BYTES - S_VERSION_OFF)
                 w[S_SEQ] += 1
             self._keys[i] = None
         self._index.clear()
 
-    def lookup(self, fingerprint: str) -> Optional[CacheEntry]:
+    def lookup(self, fingerprint: str) -> CacheEntry | None:
         slot = self._index.get(make_key(fingerprint, self.version))
         return None if slot is None else self._entry(slot)
 
     def _entry(self, slot: int) -> CacheEntry:
         w = self._l.slot_words[slot]
-        shape = tuple(int(x) for x in w[S_SHAPE:S_SHAPE + int(w[S_NDIM])])
+        shape = tuple(int(x) for x in w[S_SHAPE : S_SHAPE + int(w[S_NDIM])])
         key = self._keys[slot]
-        return CacheEntry(key, key.split(':', 1)[0], self.version, slot, int(w[S_SEQ]), int(w[S_STAMP]),
-                          shape, DTYPE_NAMES[int(w[S_DTYPE])], self.epoch)
+        return CacheEntry(
+            key,
+            key.split(':', 1)[0],
+            self.version,
+            slot,
+            int(w[S_SEQ]),
+            int(w[S_STAMP]),
+            shape,
+            DTYPE_NAMES[int(w[S_DTYPE])],
+            self.epoch,
+        )
 
     def put(self, fingerprint: str, stamp_ns: int, array: np.ndarray) -> CacheEntry:
-        if array.dtype != np.dtype(self.dtype) or array.nbytes > self._l.slot_bytes or array.ndim > 4:
-            raise CacheError(f'array {array.shape} {array.dtype} does not fit a slot of '
-                             f'{self._l.slot_bytes} bytes {self.dtype}')
+        if (
+            array.dtype != np.dtype(self.dtype)
+            or array.nbytes > self._l.slot_bytes
+            or array.ndim > 4
+        ):
+            raise CacheError(
+                f'array {array.shape} {array.dtype} does not fit a slot of '
+                f'{self._l.slot_bytes} bytes {self.dtype}'
+            )
         if len(fingerprint) != FP_BYTES:
             raise CacheError(f'fingerprint must be {FP_BYTES} hex chars')
         slot = self._next
@@ -378,19 +457,20 @@ class ShmRingWriter:
             self._index.pop(old, None)
         w = self._l.slot_words[slot]
         off = self._l.slot_offset(slot)
-        w[S_SEQ] += 1                                       # odd: write in progress
+        w[S_SEQ] += 1  # odd: write in progress
         w[S_STAMP] = stamp_ns
         w[S_WRITTEN] = now_ns()
         w[S_NDIM] = array.ndim
-        w[S_SHAPE:S_SHAPE + 4] = list(array.shape) + [0] * (4 - array.ndim)
+        w[S_SHAPE : S_SHAPE + 4] = list(array.shape) + [0] * (4 - array.ndim)
         w[S_DTYPE] = DTYPE_CODES[self.dtype]
         w[S_NBYTES] = array.nbytes
         w[S_GENERATION] = int(self._l.hdr[H_GENERATION])
-        self._mm[off + S_FP_OFF:off + S_FP_OFF + FP_BYTES] = fingerprint.encode('ascii')
-        self._mm[off + S_VERSION_OFF:off + S_VERSION_OFF + VERSION_BYTES] = \
-            self.version.encode('utf-8').ljust(VERSION_BYTES, b'\0')
+        self._mm[off + S_FP_OFF : off + S_FP_OFF + FP_BYTES] = fingerprint.encode('ascii')
+        self._mm[off + S_VERSION_OFF : off + S_VERSION_OFF + VERSION_BYTES] = self.version.encode(
+            'utf-8'
+        ).ljust(VERSION_BYTES, b'\0')
         self._l.data_view(slot, array.shape, self.dtype)[...] = array
-        w[S_SEQ] += 1                                       # even: complete
+        w[S_SEQ] += 1  # even: complete
         key = make_key(fingerprint, self.version)
         self._keys[slot] = key
         self._index[key] = slot
@@ -416,7 +496,7 @@ class ShmRingWriter:
         try:
             self._mm.close()
         except BufferError:
-            pass   # a view is still alive somewhere; the mapping goes with the process
+            pass  # a view is still alive somewhere; the mapping goes with the process
         if unlink:
             try:
                 os.unlink(self.path)
@@ -442,7 +522,7 @@ class ShmRingReader:
         self.ttl_ns = int(ttl_ms * 1e6)
         self.clock = clock
         self.stats = _Counters()
-        self._l: Optional[_ShmLayout] = None
+        self._l: _ShmLayout | None = None
         self._ino = None
         self._next_check = 0.0
         self.epoch = 0
@@ -458,8 +538,10 @@ class ShmRingReader:
         try:
             st = os.fstat(fd)
             if st.st_uid != os.getuid() or st.st_mode & 0o077:
-                raise CacheError(f'refusing segment {self.path}: owner uid {st.st_uid}, mode {oct(st.st_mode & 0o777)} '
-                                 f'(must be ours and 0600)')
+                raise CacheError(
+                    f'refusing segment {self.path}: owner uid {st.st_uid}, mode {oct(st.st_mode & 0o777)} '
+                    f'(must be ours and 0600)'
+                )
             if st.st_size < HEADER_BYTES:
                 return False
             mm = mmap.mmap(fd, st.st_size, mmap.MAP_SHARED, mmap.PROT_READ)
@@ -481,12 +563,16 @@ class ShmRingReader:
             try:
                 mm.close()
             except BufferError:
-                pass    # a caller still holds a view; it is dropped with that view
+                pass  # a caller still holds a view; it is dropped with that view
         self._ino = None
 
-    def _maybe_reattach(self, epoch: Optional[int]) -> None:
+    def _maybe_reattach(self, epoch: int | None) -> None:
         t = time.monotonic()
-        stale = self._l is None or int(self._l.hdr[H_CLOSED]) or (epoch is not None and epoch != self.epoch)
+        stale = (
+            self._l is None
+            or int(self._l.hdr[H_CLOSED])
+            or (epoch is not None and epoch != self.epoch)
+        )
         if not stale and t >= self._next_check:
             self._next_check = t + self.REATTACH_CHECK_S
             try:
@@ -504,8 +590,14 @@ class ShmRingReader:
     def writer_version(self) -> str:
         return self._l.read_str(H_VERSION_OFF, VERSION_BYTES) if self._l else ''
 
-    def read(self, slot: int, version: str, key: Optional[str] = None, epoch: Optional[int] = None,
-             copy_into: Optional[np.ndarray] = None) -> ReadResult:
+    def read(
+        self,
+        slot: int,
+        version: str,
+        key: str | None = None,
+        epoch: int | None = None,
+        copy_into: np.ndarray | None = None,
+    ) -> ReadResult:
         self._maybe_reattach(epoch)
         lay = self._l
         if lay is None:
@@ -517,14 +609,14 @@ class ShmRingReader:
         s1 = int(w[S_SEQ])
         if s1 == 0:
             return self.stats.refuse(MISS)
-        if s1 & 1:                                           # writer is mid-write
+        if s1 & 1:  # writer is mid-write
             return self.stats.refuse(TORN)
         slot_version = lay.read_str(off + S_VERSION_OFF, VERSION_BYTES)
         fp = lay.read_str(off + S_FP_OFF, FP_BYTES)
         stamp = int(w[S_STAMP])
         ndim = int(w[S_NDIM])
         dtype_code = int(w[S_DTYPE])
-        shape = tuple(int(x) for x in w[S_SHAPE:S_SHAPE + min(ndim, 4)])
+        shape = tuple(int(x) for x in w[S_SHAPE : S_SHAPE + min(ndim, 4)])
         if slot_version != version:
             return self.stats.refuse(VERSION if slot_version else MISS)
         if key is not None and make_key(fp, slot_version) != key:
@@ -536,16 +628,18 @@ class ShmRingReader:
         if copy_into is not None:
             copy_into[...] = view
             view = copy_into
-        if int(w[S_SEQ]) != s1:                              # rewritten while we read it
+        if int(w[S_SEQ]) != s1:  # rewritten while we read it
             return self.stats.refuse(TORN)
         age = self.clock() - stamp
         if age > self.ttl_ns:
             return self.stats.refuse(STALE)
         self.stats.hits += 1
-        entry = CacheEntry(make_key(fp, slot_version), fp, slot_version, slot, s1, stamp, shape, dtype, self.epoch)
+        entry = CacheEntry(
+            make_key(fp, slot_version), fp, slot_version, slot, s1, stamp, shape, dtype, self.epoch
+        )
         return ReadResult(True, '', view, entry, age / 1e6, lambda: int(w[S_SEQ]) == s1)
 
-    def latest(self, version: str, copy_into: Optional[np.ndarray] = None) -> ReadResult:
+    def latest(self, version: str, copy_into: np.ndarray | None = None) -> ReadResult:
         self._maybe_reattach(None)
         if self._l is None:
             return self.stats.refuse(NO_SEGMENT)

@@ -13,10 +13,11 @@ required node silent for longer than ``silence_timeout_s``; no raw chunk for
 than the one the action expert accepts. Clears after everything is OK for ``holdoff_s``, or by ``reset`` when
 everything is OK right now.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
 
 OK, WARN, ERROR, STALE = 0, 1, 2, 3
 LEVEL_NAMES = {OK: 'OK', WARN: 'WARN', ERROR: 'ERROR', STALE: 'STALE'}
@@ -24,11 +25,11 @@ LEVEL_NAMES = {OK: 'OK', WARN: 'WARN', ERROR: 'ERROR', STALE: 'STALE'}
 
 @dataclass
 class SafetyConfig:
-    required_nodes: List[str] = field(default_factory=lambda: ['world_expert', 'action_expert'])
-    silence_timeout_s: float = 3.0      # diagnostics come at 1 Hz
-    chunk_hold_s: float = 0.045         # a missed tick and a late one: hold within TTL + one period
-    chunk_timeout_s: float = 0.1        # five control periods without a raw chunk
-    holdoff_s: float = 0.5              # debounce: long enough to ride out one flapping status
+    required_nodes: list[str] = field(default_factory=lambda: ['world_expert', 'action_expert'])
+    silence_timeout_s: float = 3.0  # diagnostics come at 1 Hz
+    chunk_hold_s: float = 0.045  # a missed tick and a late one: hold within TTL + one period
+    chunk_timeout_s: float = 0.1  # five control periods without a raw chunk
+    holdoff_s: float = 0.5  # debounce: long enough to ride out one flapping status
 
 
 def node_of(status_name: str) -> str:
@@ -39,11 +40,11 @@ def node_of(status_name: str) -> str:
 class SafetyMonitor:
     def __init__(self, cfg: SafetyConfig, now: float):
         self.cfg = cfg
-        self.levels: Dict[str, Tuple[int, str]] = {}
-        self.last_seen: Dict[str, float] = {}
+        self.levels: dict[str, tuple[int, str]] = {}
+        self.last_seen: dict[str, float] = {}
         self.started = now
-        self.last_chunk: Optional[float] = None
-        self._gap_held: Optional[float] = None     # last_chunk of the gap already held
+        self.last_chunk: float | None = None
+        self._gap_held: float | None = None  # last_chunk of the gap already held
         self.gap_holds = 0
         self.world_version = ''
         self.accepted_version = ''
@@ -52,10 +53,12 @@ class SafetyMonitor:
         self.stopped = True
         self.reason = 'starting: waiting for ' + ', '.join(cfg.required_nodes)
         self.stops = 0
-        self._ok_since: Optional[float] = None
+        self._ok_since: float | None = None
 
     # inputs ------------------------------------------------------------------
-    def on_status(self, name: str, level: int, message: str, values: Dict[str, str], now: float) -> bool:
+    def on_status(
+        self, name: str, level: int, message: str, values: dict[str, str], now: float
+    ) -> bool:
         """Returns True if this status tripped a stop."""
         node = node_of(name)
         if node not in self.cfg.required_nodes:
@@ -82,7 +85,7 @@ class SafetyMonitor:
         self.gap_holds += 1
         return True
 
-    def problems(self, now: float) -> List[str]:
+    def problems(self, now: float) -> list[str]:
         out = []
         for node in self.cfg.required_nodes:
             seen = self.last_seen.get(node)
@@ -97,9 +100,15 @@ class SafetyMonitor:
                 out.append(f'{node} {LEVEL_NAMES[level]}: {message}')
         if self.last_chunk is not None and now - self.last_chunk > self.cfg.chunk_timeout_s:
             out.append(f'no action chunk for {(now - self.last_chunk) * 1e3:.0f} ms')
-        if self.world_version and self.accepted_version and self.world_version != self.accepted_version:
-            out.append(f'model version mismatch: world {self.world_version}, '
-                       f'action expert accepts {self.accepted_version}')
+        if (
+            self.world_version
+            and self.accepted_version
+            and self.world_version != self.accepted_version
+        ):
+            out.append(
+                f'model version mismatch: world {self.world_version}, '
+                f'action expert accepts {self.accepted_version}'
+            )
         return out
 
     def evaluate(self, now: float) -> bool:
@@ -119,7 +128,7 @@ class SafetyMonitor:
                 self.stopped, self.reason = False, ''
         return False
 
-    def reset(self, now: float) -> Tuple[bool, str]:
+    def reset(self, now: float) -> tuple[bool, str]:
         problems = self.problems(now)
         if problems:
             return False, 'cannot reset: ' + '; '.join(problems)
@@ -128,5 +137,5 @@ class SafetyMonitor:
         return True, 'reset' if was else 'was not stopped'
 
 
-def required_nodes_from(names: Sequence[str]) -> List[str]:
+def required_nodes_from(names: Sequence[str]) -> list[str]:
     return [n.strip().lstrip('/') for n in names if n.strip()]

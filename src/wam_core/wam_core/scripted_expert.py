@@ -6,10 +6,10 @@ like a policy would; it reads privileged state (object positions) to decide.
 IK: damped least squares on the TCP site, position plus a top-down orientation
 (gripper axis pointing down, fingers across the approach direction).
 """
+
 from __future__ import annotations
 
 import math
-from typing import Tuple
 
 import mujoco
 import numpy as np
@@ -21,8 +21,8 @@ OPEN, CLOSED = 0.04, 0.0
 
 
 def _target_rotation(yaw: float) -> np.ndarray:
-    x = np.array([0.0, 0.0, -1.0])                       # gripper axis points down
-    y = np.array([-math.sin(yaw), math.cos(yaw), 0.0])   # fingers open across the approach
+    x = np.array([0.0, 0.0, -1.0])  # gripper axis points down
+    y = np.array([-math.sin(yaw), math.cos(yaw), 0.0])  # fingers open across the approach
     return np.column_stack([x, y, np.cross(x, y)])
 
 
@@ -43,7 +43,7 @@ def solve_ik(sim: TabletopSim, pos, yaw: float, q0, iters: int = 150) -> np.ndar
         mujoco.mj_comPos(m, d)
         err_p = np.asarray(pos) - d.site_xpos[site]
         r = d.site_xmat[site].reshape(3, 3)
-        e = r_target @ r.T                                 # rotation error as an axis-angle vector
+        e = r_target @ r.T  # rotation error as an axis-angle vector
         err_r = 0.5 * np.array([e[2, 1] - e[1, 2], e[0, 2] - e[2, 0], e[1, 0] - e[0, 1]])
         err = np.concatenate([err_p, 0.5 * err_r])
         if np.linalg.norm(err_p) < 1e-4 and np.linalg.norm(err_r) < 1e-3:
@@ -74,31 +74,46 @@ def solve_ik(sim: TabletopSim, pos, yaw: float, q0, iters: int = 150) -> np.ndar
 # in the descend and lift phases (0.6 cm when told the phase). The only switches left
 # are the gripper's, and they read the gripper opening, which is in the joint state.
 
-GRASP_Z = TABLE_Z + 0.04      # TCP height; the fingertips reach 4 cm below it
+GRASP_Z = TABLE_Z + 0.04  # TCP height; the fingertips reach 4 cm below it
 PREGRASP_DZ = 0.12
 CARRY_Z = TABLE_Z + 0.17
 PLACE_Z = TABLE_Z + 0.085
 RETREAT_Z = TABLE_Z + 0.20
-ARM_SPEED = 1.0          # rad/s, fastest joint
-GRIP_SPEED = 0.1         # m/s
-LEAD_S = 0.1             # command this far ahead of the measured state (PD tracking lag)
-FUNNEL_XY = (0.008, 0.035)   # horizontal TCP-apple distance (m): at grasp height .. at pre-grasp height
-CLOSE_XY, Z_TOL = 0.012, 0.012   # the gripper closes within these of the grasp pose
-LIFTED_Z = (TABLE_Z + 0.03, TABLE_Z + 0.07)   # apple height: transport starts .. at full stride
-LOWER_XY = (0.01, 0.05)      # TCP-fridge distance: at place height .. at carry height
-CARROT_M = 0.08         # transport aims this far ahead of the TCP
-GRASPED_BELOW = 0.0225   # gripper opening (m) once the fingers close on the 4 cm cube
-RELEASED_ABOVE = (0.025, 0.037)   # gripper opening while releasing: at place height .. at retreat height
+ARM_SPEED = 1.0  # rad/s, fastest joint
+GRIP_SPEED = 0.1  # m/s
+LEAD_S = 0.1  # command this far ahead of the measured state (PD tracking lag)
+FUNNEL_XY = (
+    0.008,
+    0.035,
+)  # horizontal TCP-apple distance (m): at grasp height .. at pre-grasp height
+CLOSE_XY, Z_TOL = 0.012, 0.012  # the gripper closes within these of the grasp pose
+LIFTED_Z = (TABLE_Z + 0.03, TABLE_Z + 0.07)  # apple height: transport starts .. at full stride
+LOWER_XY = (0.01, 0.05)  # TCP-fridge distance: at place height .. at carry height
+CARROT_M = 0.08  # transport aims this far ahead of the TCP
+GRASPED_BELOW = 0.0225  # gripper opening (m) once the fingers close on the 4 cm cube
+RELEASED_ABOVE = (
+    0.025,
+    0.037,
+)  # gripper opening while releasing: at place height .. at retreat height
 
 FREE_SPACE = ('reach', 'lift', 'transport', 'retreat')
-PHASE_SKILL = {          # expert phase -> the plan skill it carries out (subtask conditioning)
-    'reach': 'locate', 'descend': 'grasp', 'close': 'grasp', 'lift': 'transport', 'transport': 'transport',
-    'lower': 'place', 'release': 'release', 'retreat': 'release'}
+PHASE_SKILL = {  # expert phase -> the plan skill it carries out (subtask conditioning)
+    'reach': 'locate',
+    'descend': 'grasp',
+    'close': 'grasp',
+    'lift': 'transport',
+    'transport': 'transport',
+    'lower': 'place',
+    'release': 'release',
+    'retreat': 'release',
+}
 
 
 def apple_in_fridge(sim: TabletopSim) -> bool:
     apple, fridge = sim.body_position('apple'), sim.body_position('fridge')
-    return bool(np.all(np.abs(apple[:2] - fridge[:2]) < FRIDGE_HALF - 0.01) and apple[2] < TABLE_Z + 0.11)
+    return bool(
+        np.all(np.abs(apple[:2] - fridge[:2]) < FRIDGE_HALF - 0.01) and apple[2] < TABLE_Z + 0.11
+    )
 
 
 def _ramp(x: float, lo: float, hi: float) -> float:
@@ -114,7 +129,7 @@ class ScriptedExpert:
         self._ik_cache = {}
 
     def _ik(self, pos, yaw: float, q) -> np.ndarray:
-        key = (tuple(np.round(pos, 3)), round(yaw, 3))     # waypoints repeat tick after tick
+        key = (tuple(np.round(pos, 3)), round(yaw, 3))  # waypoints repeat tick after tick
         if key not in self._ik_cache:
             if len(self._ik_cache) > 256:
                 self._ik_cache.clear()
@@ -129,8 +144,8 @@ class ScriptedExpert:
         apple, fridge = sim.body_position('apple'), sim.body_position('fridge')
         grip = q[6]
         yaw_a, yaw_f = math.atan2(apple[1], apple[0]), math.atan2(fridge[1], fridge[0])
-        near_apple = np.linalg.norm(apple - tcp) < 0.05     # held: ~2 cm below the TCP, swinging
-        if apple_in_fridge(sim):                            # open, and rise as the fingers open
+        near_apple = np.linalg.norm(apple - tcp) < 0.05  # held: ~2 cm below the TCP, swinging
+        if apple_in_fridge(sim):  # open, and rise as the fingers open
             z = PLACE_Z + (RETREAT_Z - PLACE_Z) * _ramp(grip, *RELEASED_ABOVE)
             name = 'release' if grip < 0.035 and near_apple else 'retreat'
             return name, self._ik([fridge[0], fridge[1], z], yaw_f, q), OPEN
@@ -168,8 +183,16 @@ class ScriptedExpert:
         return name, q + frac * delta
 
 
-def run_episode(sim: TabletopSim, seed: int, period_s: float = 0.02, chunk: int = 16, max_s: float = 15.0,
-                noise: float = 0.0, on_tick=None, driver=None) -> Tuple[bool, float]:
+def run_episode(
+    sim: TabletopSim,
+    seed: int,
+    period_s: float = 0.02,
+    chunk: int = 16,
+    max_s: float = 15.0,
+    noise: float = 0.0,
+    on_tick=None,
+    driver=None,
+) -> tuple[bool, float]:
     """Run the expert closed-loop at the control period; returns (success, seconds).
 
     Chunks pass the robot's clamping gate, based on the last command, as the harness
@@ -180,9 +203,9 @@ def run_episode(sim: TabletopSim, seed: int, period_s: float = 0.02, chunk: int 
     expert's): DAgger records the expert's labels on the states a learned policy visits.
     """
     sim.reset(seed)
-    sim.step(0.2)                                   # let the objects settle
+    sim.step(0.2)  # let the objects settle
     expert = ScriptedExpert(sim, chunk, period_s)
-    gate = ClampGate(JOINT_NAMES, default_limits(JOINT_NAMES), period_s)   # as the harness forwards
+    gate = ClampGate(JOINT_NAMES, default_limits(JOINT_NAMES), period_s)  # as the harness forwards
     tracker = CommandTracker()
     rng = np.random.default_rng(seed + 7919)
     offset = np.zeros(7)
@@ -197,16 +220,18 @@ def run_episode(sim: TabletopSim, seed: int, period_s: float = 0.02, chunk: int 
         if driven is not None:
             pts = driven
         if noise > 0 and name in FREE_SPACE:
-            offset[:6] = 0.97 * offset[:6] + noise * 0.25 * rng.standard_normal(6)   # ~ +-noise, ~1 s correlation
+            offset[:6] = 0.97 * offset[:6] + noise * 0.25 * rng.standard_normal(
+                6
+            )  # ~ +-noise, ~1 s correlation
         else:
-            offset *= 0.8                           # no noise near contact: grasps stay clean
+            offset *= 0.8  # no noise near contact: grasps stay clean
         base, vel = tracker.baseline(sim.time, sim.joint_positions())
         try:
             cmd = gate.apply(JOINT_NAMES, pts + offset, times, base, vel).positions
             tracker.record(sim.time, times, cmd)
-            sim.command(JOINT_NAMES, cmd[1:], times[1:])      # point 0 is "now": already past
+            sim.command(JOINT_NAMES, cmd[1:], times[1:])  # point 0 is "now": already past
         except ChunkRejected:
-            pass                                           # the robot finishes the last chunk
+            pass  # the robot finishes the last chunk
         sim.step(period_s)
         if name == 'retreat' and sim.success():
             done_at = done_at or sim.time
@@ -220,7 +245,10 @@ def main(argv=None) -> int:
     import argparse
     import sys
     import time
-    ap = argparse.ArgumentParser(description='Scripted pick-and-place success rate over seeded episodes')
+
+    ap = argparse.ArgumentParser(
+        description='Scripted pick-and-place success rate over seeded episodes'
+    )
     ap.add_argument('--episodes', type=int, default=100)
     ap.add_argument('--first-seed', type=int, default=1000)
     args = ap.parse_args(argv)
@@ -229,10 +257,17 @@ def main(argv=None) -> int:
     ok = 0
     for i in range(args.episodes):
         ok += run_episode(sim, args.first_seed + i)[0]
-        print(f'\repisode {i + 1}/{args.episodes}: {ok} successes', end='', file=sys.stderr, flush=True)
+        print(
+            f'\repisode {i + 1}/{args.episodes}: {ok} successes',
+            end='',
+            file=sys.stderr,
+            flush=True,
+        )
     print(file=sys.stderr)
-    print(f'scripted expert: {ok}/{args.episodes} = {ok / args.episodes:.2f} success '
-          f'({time.perf_counter() - t0:.0f} s)')
+    print(
+        f'scripted expert: {ok}/{args.episodes} = {ok / args.episodes:.2f} success '
+        f'({time.perf_counter() - t0:.0f} s)'
+    )
     return 0
 
 

@@ -14,19 +14,27 @@ Commands follow ros2_control's joint_trajectory_controller:
 - after the last point the setpoint holds.
 A safety stop freezes the arm where it is and ignores trajectories until released.
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
 
 import numpy as np
 
 os.environ.setdefault('MUJOCO_GL', 'egl')
 import mujoco  # noqa: E402  (MUJOCO_GL must be set before the import)
 
-JOINT_NAMES = ['arm_joint_1', 'arm_joint_2', 'arm_joint_3', 'arm_joint_4', 'arm_joint_5', 'arm_joint_6',
-               'gripper_joint']
+JOINT_NAMES = [
+    'arm_joint_1',
+    'arm_joint_2',
+    'arm_joint_3',
+    'arm_joint_4',
+    'arm_joint_5',
+    'arm_joint_6',
+    'gripper_joint',
+]
 HOME = np.array([0.0, -0.6, 1.2, -0.6, 0.0, 0.0, 0.04])
 TABLE_Z = 0.4
 FRIDGE_HALF = np.array([0.07, 0.07])
@@ -41,7 +49,7 @@ CAMERA_FOVY_DEG = 55.0
 def camera_pixels(points: np.ndarray, image_size: int = 128) -> np.ndarray:
     """World points [..., 3] -> (column, row) in the front camera's image, pixels from the
     top-left corner (the layout of ``TabletopSim.render``): pinhole projection."""
-    z_axis = np.cross(CAMERA_X, CAMERA_Y)          # the camera looks along -z
+    z_axis = np.cross(CAMERA_X, CAMERA_Y)  # the camera looks along -z
     d = np.asarray(points, dtype=np.float64) - CAMERA_POS
     depth = -(d @ z_axis)
     f = 0.5 * image_size / np.tan(np.radians(CAMERA_FOVY_DEG) / 2)
@@ -54,7 +62,8 @@ def scene_xml(image_size: int = 128) -> str:
     distractors = ''.join(
         f'<body name="{c}_cube" pos="0 0 0"><freejoint name="{c}_free"/>'
         f'<geom type="box" size=".02 .02 .02" rgba="{rgba}" mass="0.05" friction="1 0.01 0.001"/></body>'
-        for c, rgba in DISTRACTOR_COLORS.items())
+        for c, rgba in DISTRACTOR_COLORS.items()
+    )
     return f"""
 <mujoco model="wam_tabletop">
   <compiler angle="radian"/>
@@ -127,10 +136,10 @@ def scene_xml(image_size: int = 128) -> str:
 
 @dataclass
 class Trajectory:
-    start: float                 # sim time (s) at which point times count from
-    times: np.ndarray            # [K] absolute sim times of the kept points
-    positions: np.ndarray        # [K, 7]
-    origin: Optional[np.ndarray] = None   # setpoint when it took over (filled on activation)
+    start: float  # sim time (s) at which point times count from
+    times: np.ndarray  # [K] absolute sim times of the kept points
+    positions: np.ndarray  # [K, 7]
+    origin: np.ndarray | None = None  # setpoint when it took over (filled on activation)
     origin_time: float = 0.0
 
 
@@ -165,15 +174,15 @@ class TabletopSim:
                     break
             taken.append(xy)
             adr = self.model.jnt_qposadr[self.model.joint(f'{name.split("_")[0]}_free').id]
-            self.data.qpos[adr:adr + 3] = [xy[0], xy[1], TABLE_Z + 0.021]
-            self.data.qpos[adr + 3:adr + 7] = [1, 0, 0, 0]
+            self.data.qpos[adr : adr + 3] = [xy[0], xy[1], TABLE_Z + 0.021]
+            self.data.qpos[adr + 3 : adr + 7] = [1, 0, 0, 0]
         self.data.ctrl[:] = HOME
         mujoco.mj_forward(self.model, self.data)
         self.setpoint = HOME.copy()
-        self.trajectory: Optional[Trajectory] = None
-        self.pending: List[Trajectory] = []
+        self.trajectory: Trajectory | None = None
+        self.pending: list[Trajectory] = []
         self.stopped = False
-        self.stop_time: Optional[float] = None
+        self.stop_time: float | None = None
 
     @property
     def time(self) -> float:
@@ -198,10 +207,12 @@ class TabletopSim:
         return bool(inside and apple[2] < TABLE_Z + 0.05)
 
     # commands -----------------------------------------------------------------------
-    def command(self, names: Sequence[str], positions, time_from_start, start_time: float = 0.0) -> None:
+    def command(
+        self, names: Sequence[str], positions, time_from_start, start_time: float = 0.0
+    ) -> None:
         """A JointTrajectory: replaces the current one from start_time (0 = now)."""
         if list(names) != JOINT_NAMES:
-            order = [list(names).index(j) for j in JOINT_NAMES]      # raises on a missing joint
+            order = [list(names).index(j) for j in JOINT_NAMES]  # raises on a missing joint
             positions = np.asarray(positions)[:, order]
         start = self.time if start_time <= 0 else start_time
         times = start + np.asarray(time_from_start, dtype=float)
@@ -210,7 +221,7 @@ class TabletopSim:
 
     def set_stop(self, stopped: bool) -> None:
         if stopped and not self.stopped:
-            self.setpoint = self.joint_positions()     # freeze where it is
+            self.setpoint = self.joint_positions()  # freeze where it is
             self.trajectory, self.pending = None, []
             self.stop_time = self.time
         self.stopped = stopped
@@ -223,7 +234,7 @@ class TabletopSim:
         if due:
             self.pending = [t for t in self.pending if t.start > now + 1e-9]
             traj = due[-1]
-            keep = traj.times > now                 # points already past are skipped
+            keep = traj.times > now  # points already past are skipped
             if np.any(keep):
                 traj.times, traj.positions = traj.times[keep], traj.positions[keep]
                 traj.origin, traj.origin_time = self.setpoint.copy(), now

@@ -4,6 +4,7 @@ It runs once per distinct camera frame; its last hidden state ([tokens, hidden],
 65x192 for the default 128 px / patch 16 model) is the *representation* that the
 action expert reuses on every control tick.
 """
+
 from __future__ import annotations
 
 import time
@@ -34,16 +35,25 @@ def resolve_precision(precision: str) -> str:
 
 
 def default_world_config() -> ViTConfig:
-    return ViTConfig(hidden_size=192, num_hidden_layers=4, num_attention_heads=3, intermediate_size=768,
-                     image_size=128, patch_size=16, num_channels=3, hidden_act='gelu',
-                     layer_norm_eps=1e-6, qkv_bias=True)
+    return ViTConfig(
+        hidden_size=192,
+        num_hidden_layers=4,
+        num_attention_heads=3,
+        intermediate_size=768,
+        image_size=128,
+        patch_size=16,
+        num_channels=3,
+        hidden_act='gelu',
+        layer_norm_eps=1e-6,
+        qkv_bias=True,
+    )
 
 
 class WorldExpert:
     """Encode an RGB frame into representation tokens (float32 numpy, [T, D])."""
 
     def __init__(self, model_dir: str, precision: str = 'bf16', device: str = 'cpu'):
-        self.manifest = verify_manifest(model_dir)          # refuse tampered weights before touching them
+        self.manifest = verify_manifest(model_dir)  # refuse tampered weights before touching them
         self.version = self.manifest.version
         self.dtype = DTYPES[precision]
         self.device = torch.device(device)
@@ -54,7 +64,7 @@ class WorldExpert:
         self.tokens = (cfg.image_size // cfg.patch_size) ** 2 + 1
         self.hidden = cfg.hidden_size
         self.preprocess = Preprocessor(self.image_size, dtype=self.dtype)
-        self.calls = 0   # number of real encodes: the "world-expert calls" metric
+        self.calls = 0  # number of real encodes: the "world-expert calls" metric
 
     @property
     def shape(self):
@@ -82,5 +92,5 @@ class WorldExpert:
         t0 = time.perf_counter()
         for _ in range(n):
             self.encode(frame)
-        self.calls = calls      # warm-up encodes are not frames
+        self.calls = calls  # warm-up encodes are not frames
         return (time.perf_counter() - t0) / n

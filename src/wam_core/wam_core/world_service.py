@@ -9,12 +9,12 @@ Besides the image itself, two things make a frame unusable:
 A rejected frame neither encodes nor refreshes the cache, so the representation ages
 past the TTL and the action expert holds.
 """
+
 from __future__ import annotations
 
 import math
 import time
 from dataclasses import dataclass
-from typing import Dict, Optional
 
 import numpy as np
 
@@ -33,21 +33,33 @@ class EncodeOutcome:
 class FrameEncoder:
     """Camera frame -> cached representation. A repeated identical frame is a hit."""
 
-    def __init__(self, expert, cache, timeout_ms: float = 40.0, max_age_ms: float = math.inf,
-                 max_future_ms: float = 100.0, frozen_motion: float = 0.003, clock=now_ns):
+    def __init__(
+        self,
+        expert,
+        cache,
+        timeout_ms: float = 40.0,
+        max_age_ms: float = math.inf,
+        max_future_ms: float = 100.0,
+        frozen_motion: float = 0.003,
+        clock=now_ns,
+    ):
         self.expert = expert
         self.cache = cache
         self.timeout_ms = timeout_ms
         self.max_age_ns = max_age_ms * 1e6
         self.max_future_ns = max_future_ms * 1e6
-        self.frozen_motion = frozen_motion      # rad (max over joints) of arm motion that a repeat must not hide
+        self.frozen_motion = (
+            frozen_motion  # rad (max over joints) of arm motion that a repeat must not hide
+        )
         self.clock = clock
-        self.joint_positions: Optional[np.ndarray] = None   # fed by the node from /joint_states
-        self._content_joints: Optional[np.ndarray] = None   # joints when the current content first arrived
-        self.frames = 0              # valid frames seen
-        self.hits = 0                # identical frames served from the cache
-        self.timeouts = 0            # encodes slower than the world timeout
-        self.rejected: Dict[str, int] = {}
+        self.joint_positions: np.ndarray | None = None  # fed by the node from /joint_states
+        self._content_joints: np.ndarray | None = (
+            None  # joints when the current content first arrived
+        )
+        self.frames = 0  # valid frames seen
+        self.hits = 0  # identical frames served from the cache
+        self.timeouts = 0  # encodes slower than the world timeout
+        self.rejected: dict[str, int] = {}
         self.timer = StageTimer('validate', 'encode', 'cache_write')
 
     def reject(self, reason: str) -> None:
@@ -57,7 +69,9 @@ class FrameEncoder:
     def world_calls(self) -> int:
         return self.expert.calls
 
-    def check(self, encoding: str, height: int, width: int, step: int, data, stamp_ns: int) -> np.ndarray:
+    def check(
+        self, encoding: str, height: int, width: int, step: int, data, stamp_ns: int
+    ) -> np.ndarray:
         """Validate layout and stamp (cheap, no copy): the RGB view, or ImageError (counted).
         The node calls it on arrival, so every bad frame is counted, even one that a newer
         frame would have replaced before the encoder got to it."""
@@ -75,7 +89,9 @@ class FrameEncoder:
             raise ImageError(f'stamp {age_ns / 1e6:.0f} ms old, past the cache TTL')
         return rgb
 
-    def process(self, encoding: str, height: int, width: int, step: int, data, stamp_ns: int) -> EncodeOutcome:
+    def process(
+        self, encoding: str, height: int, width: int, step: int, data, stamp_ns: int
+    ) -> EncodeOutcome:
         """Raise ImageError (counted) for a bad frame; otherwise return the cache entry."""
         t0 = time.perf_counter()
         rgb = self.check(encoding, height, width, step, data, stamp_ns)
@@ -85,11 +101,17 @@ class FrameEncoder:
         entry = self.cache.lookup(fp)
         q = self.joint_positions
         if entry is not None:
-            if (q is not None and self._content_joints is not None and q.shape == self._content_joints.shape
-                    and np.max(np.abs(q - self._content_joints)) > self.frozen_motion):
+            if (
+                q is not None
+                and self._content_joints is not None
+                and q.shape == self._content_joints.shape
+                and np.max(np.abs(q - self._content_joints)) > self.frozen_motion
+            ):
                 self.reject('frozen')
-                raise ImageError('the same frame again although the arm moved '
-                                 f'{np.max(np.abs(q - self._content_joints)):.3f} rad: camera frozen?')
+                raise ImageError(
+                    'the same frame again although the arm moved '
+                    f'{np.max(np.abs(q - self._content_joints)):.3f} rad: camera frozen?'
+                )
             entry = self.cache.touch(entry, stamp_ns)
             self.frames += 1
             self.hits += 1
@@ -102,7 +124,7 @@ class FrameEncoder:
         if encode_ms > self.timeout_ms:
             self.timeouts += 1
         entry = self.cache.put(fp, stamp_ns, rep)
-        self.frames += 1          # counted once cached, so calls/frame is exact at any instant
+        self.frames += 1  # counted once cached, so calls/frame is exact at any instant
         self.timer.add('cache_write', (time.perf_counter() - t2) * 1e3)
         return EncodeOutcome(entry, False, encode_ms)
 
@@ -115,8 +137,13 @@ class FrameEncoder:
 def _reason_key(exc: Exception) -> str:
     """A short counter key for an image rejection ('encoding', 'size', 'length', ...)."""
     msg = str(exc)
-    for key, marker in (('encoding', 'encoding'), ('empty', 'empty'), ('length', 'data length'),
-                        ('step', 'step'), ('size', 'size')):
+    for key, marker in (
+        ('encoding', 'encoding'),
+        ('empty', 'empty'),
+        ('length', 'data length'),
+        ('step', 'step'),
+        ('size', 'size'),
+    ):
         if marker in msg:
             return key
     return 'other'

@@ -8,16 +8,17 @@ hardware_id, level and key/values. Callers decide *when* to publish (``publish()
 so a 50 Hz node can do it in the slack after a tick rather than on a timer that
 may collide with the tick.
 """
+
 from __future__ import annotations
 
 import time
-from typing import Callable, List, Tuple
+from collections.abc import Callable
 
 from diagnostic_msgs.msg import DiagnosticArray
 
 from wam_core import ros_convert as rc
 
-Build = Callable[[], Tuple[int, str, List[Tuple[str, object]]]]
+Build = Callable[[], tuple[int, str, list[tuple[str, object]]]]
 
 try:  # a full ROS 2 install
     import diagnostic_updater as _du
@@ -54,7 +55,10 @@ class NodeDiagnostics:
     def due(self) -> bool:
         """Call every TIMER_S: whether to publish now."""
         self._calls += 1
-        return self._calls <= self.STARTUP_S / self.TIMER_S or self._calls % round(1.0 / self.TIMER_S) == 0
+        return (
+            self._calls <= self.STARTUP_S / self.TIMER_S
+            or self._calls % round(1.0 / self.TIMER_S) == 0
+        )
 
     def _run(self, stat):
         level, message, values = self.build()
@@ -68,6 +72,7 @@ class NodeDiagnostics:
             self._updater.force_update()
             return
         level, message, values = self.build()
-        status = rc.diagnostic_status(f'{self.node.get_name()}: {self.task}', self.hardware_id,
-                                      level, message, values)
+        status = rc.diagnostic_status(
+            f'{self.node.get_name()}: {self.task}', self.hardware_id, level, message, values
+        )
         self._pub.publish(rc.diagnostic_array(time.time_ns(), [status]))

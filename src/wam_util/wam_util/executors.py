@@ -5,6 +5,7 @@ executors, which matters on 2 cores. In these wheels its ``spin()`` neither fire
 timers nor returns on SIGINT, so every loop here spins in short
 ``spin_until_future_complete`` slices, which do both.
 """
+
 from __future__ import annotations
 
 import signal
@@ -22,6 +23,7 @@ SLICE_S = 0.1
 def make_executor():
     try:
         from rclpy.experimental import EventsExecutor
+
         return EventsExecutor()
     except ImportError:
         return SingleThreadedExecutor()

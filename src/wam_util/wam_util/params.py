@@ -1,4 +1,5 @@
 """Dataclass configs as ROS parameters: one declared parameter per leaf field."""
+
 from __future__ import annotations
 
 from wam_core.config import StackConfig, flatten, stack_config_from_flat

@@ -1,4 +1,5 @@
 """World expert node through real rclpy: bad frames rejected, good frames encoded once."""
+
 import os
 import random
 import shutil
@@ -10,11 +11,11 @@ from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image
-from wam_interfaces.msg import RepresentationDescriptor
 
 from wam_core.default_models import write_default_models
 from wam_core.repr_cache import InProcessCache
 from wam_core.synthetic import SyntheticScene
+from wam_interfaces.msg import RepresentationDescriptor
 from wam_util.executors import make_executor, spin_slice
 from world_expert_node.node import WorldExpertNode
 
@@ -33,10 +34,14 @@ def ros():
 
 
 def _node(model_dir, cache):
-    return WorldExpertNode(cache=cache, parameter_overrides=[
-        Parameter('experts.world.model_dir', value=model_dir),
-        Parameter('runtime.warmup_requests', value=2),
-        Parameter('runtime.precision', value='fp32')])
+    return WorldExpertNode(
+        cache=cache,
+        parameter_overrides=[
+            Parameter('experts.world.model_dir', value=model_dir),
+            Parameter('runtime.warmup_requests', value=2),
+            Parameter('runtime.precision', value='fp32'),
+        ],
+    )
 
 
 def _stamp(msg):
@@ -59,16 +64,24 @@ def test_bad_frames_are_rejected_and_the_node_keeps_encoding(models, ros):
     probe = rclpy.create_node('probe')
     pub = probe.create_publisher(Image, '/camera/image_raw', qos_profile_sensor_data)
     got = []
-    probe.create_subscription(RepresentationDescriptor, '/world_expert/representation', got.append, 10)
+    probe.create_subscription(
+        RepresentationDescriptor, '/world_expert/representation', got.append, 10
+    )
     ex = make_executor()
     ex.add_node(node)
     ex.add_node(probe)
     try:
         assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
         assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
-        for _ in range(20):                  # discovery
+        for _ in range(20):  # discovery
             spin_slice(ex, 0.05)
-        bad = [_img(encoding='mono8'), _img(data=b''), _img(data=bytes(1000)), _img(h=64), _img(step=100)]
+        bad = [
+            _img(encoding='mono8'),
+            _img(data=b''),
+            _img(data=bytes(1000)),
+            _img(h=64),
+            _img(step=100),
+        ]
         for msg in bad:
             pub.publish(msg)
             for _ in range(4):
@@ -76,7 +89,7 @@ def test_bad_frames_are_rejected_and_the_node_keeps_encoding(models, ros):
         assert sum(node.encoder.rejected.values()) == len(bad), node.encoder.rejected
         assert set(node.encoder.rejected) >= {'encoding', 'empty', 'length', 'step'}
         good = _img(frame=3)
-        for _ in range(3):                    # the same frame three times: one encode
+        for _ in range(3):  # the same frame three times: one encode
             pub.publish(_stamp(good))
             for _ in range(6):
                 spin_slice(ex, 0.05)
@@ -86,7 +99,11 @@ def test_bad_frames_are_rejected_and_the_node_keeps_encoding(models, ros):
         assert len(got) == 3
         assert node.encoder.world_calls == 1 and node.encoder.hits == 2
         d = got[-1]
-        assert d.model_version == models['version'] and list(d.shape) == [65, 192] and d.dtype == 'float32'
+        assert (
+            d.model_version == models['version']
+            and list(d.shape) == [65, 192]
+            and d.dtype == 'float32'
+        )
         assert d.key.endswith(':' + models['version']) and d.backend == 'inprocess'
     finally:
         node.release()

@@ -3,6 +3,7 @@
 A managed (lifecycle) node. configure: verify the manifest and load the model and
 the cache; activate: warm up, then subscribe; deactivate: stop taking frames.
 """
+
 from __future__ import annotations
 
 import threading
@@ -13,7 +14,6 @@ from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.qos import HistoryPolicy, QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
-from wam_interfaces.msg import RepresentationDescriptor
 
 from wam_core import ros_convert as rc
 from wam_core.config import ConfigError, resolve_path
@@ -24,6 +24,7 @@ from wam_core.manifest import ManifestError
 from wam_core.repr_cache import CacheError, open_cache_writer
 from wam_core.world_expert import WorldExpert, resolve_precision
 from wam_core.world_service import FrameEncoder
+from wam_interfaces.msg import RepresentationDescriptor
 from wam_util.diagnostics import NodeDiagnostics
 from wam_util.executors import run_node
 from wam_util.params import declare_stack_config, read_stack_config
@@ -35,7 +36,7 @@ class WorldExpertNode(LifecycleNode):
         declare_stack_config(self)
         self.declare_parameter('camera_topic', '/camera/image_raw')
         self.declare_parameter('expected_camera_hz', 30.0)
-        self._shared_cache = cache          # in-process bring-up passes the cache object
+        self._shared_cache = cache  # in-process bring-up passes the cache object
         self.cache = None
         self.expert = None
         self.encoder = None
@@ -65,37 +66,60 @@ class WorldExpertNode(LifecycleNode):
                 self._shared_cache.set_model_version(self.expert.version)
                 self.cache = self._shared_cache
             else:
-                self.cache = open_cache_writer(self.cfg.repr_cache, self.expert.version, self.expert.shape,
-                                               logger=self.get_logger().warning)
+                self.cache = open_cache_writer(
+                    self.cfg.repr_cache,
+                    self.expert.version,
+                    self.expert.shape,
+                    logger=self.get_logger().warning,
+                )
         except (ManifestError, CacheError, ConfigError, OSError, ValueError) as exc:
             self.get_logger().error(f'configure failed: {exc}')
             return TransitionCallbackReturn.FAILURE
-        self.encoder = FrameEncoder(self.expert, self.cache, self.cfg.runtime.timeout_world_ms,
-                                    max_age_ms=self.cfg.repr_cache.ttl_ms)
+        self.encoder = FrameEncoder(
+            self.expert,
+            self.cache,
+            self.cfg.runtime.timeout_world_ms,
+            max_age_ms=self.cfg.repr_cache.ttl_ms,
+        )
         self._joints = JointStateMapper(self.cfg.control.joint_names)
-        self._pub = self.create_lifecycle_publisher(RepresentationDescriptor, '/world_expert/representation', 10)
-        self.get_logger().info(f'world expert {self.expert.manifest.name} version {self.expert.version} '
-                               f'loaded from {model_dir}, cache backend {self.cache.backend}')
+        self._pub = self.create_lifecycle_publisher(
+            RepresentationDescriptor, '/world_expert/representation', 10
+        )
+        self.get_logger().info(
+            f'world expert {self.expert.manifest.name} version {self.expert.version} '
+            f'loaded from {model_dir}, cache backend {self.cache.backend}'
+        )
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:
         mean_s = self.expert.warmup(self.cfg.runtime.warmup_requests)
-        qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
-                         reliability=qos_profile_sensor_data.reliability,
-                         durability=qos_profile_sensor_data.durability)
-        self._sub = self.create_subscription(Image, self.get_parameter('camera_topic').value, self._on_image, qos)
+        qos = QoSProfile(
+            history=HistoryPolicy.KEEP_LAST,
+            depth=1,
+            reliability=qos_profile_sensor_data.reliability,
+            durability=qos_profile_sensor_data.durability,
+        )
+        self._sub = self.create_subscription(
+            Image, self.get_parameter('camera_topic').value, self._on_image, qos
+        )
         # joint motion tells a frozen camera (the same frame while the arm moves) from a static scene
-        self._js_sub = self.create_subscription(JointState, '/joint_states', self._on_joint_state,
-                                                qos_profile_sensor_data)
+        self._js_sub = self.create_subscription(
+            JointState, '/joint_states', self._on_joint_state, qos_profile_sensor_data
+        )
         self.diagnostics.start()
-        self._diag_timer = self.create_timer(self.diagnostics.TIMER_S,
-                                             lambda: self.diagnostics.due() and self.diagnostics.publish())
+        self._diag_timer = self.create_timer(
+            self.diagnostics.TIMER_S, lambda: self.diagnostics.due() and self.diagnostics.publish()
+        )
         self._running = True
-        self._worker = threading.Thread(target=self._encode_loop, name='world_encoder', daemon=True)
+        self._worker = threading.Thread(
+            target=self._encode_loop, name='world_encoder', daemon=True
+        )
         self._worker.start()
         self.ready = True
-        self.diagnostics.publish()      # report now: after a restart the harness waits on it
-        self.get_logger().info(f'ready: warm-up {self.cfg.runtime.warmup_requests} encodes, {mean_s * 1e3:.2f} ms each')
+        self.diagnostics.publish()  # report now: after a restart the harness waits on it
+        self.get_logger().info(
+            f'ready: warm-up {self.cfg.runtime.warmup_requests} encodes, {mean_s * 1e3:.2f} ms each'
+        )
         return super().on_activate(state)
 
     def on_deactivate(self, state: State) -> TransitionCallbackReturn:
@@ -130,7 +154,7 @@ class WorldExpertNode(LifecycleNode):
             self.destroy_timer(self._diag_timer)
             self._diag_timer = None
         if self.cache is not None and self._shared_cache is None:
-            self.cache.close()           # unlinks the shared-memory segment
+            self.cache.close()  # unlinks the shared-memory segment
         self.cache = None
 
     # hot path -----------------------------------------------------------------
@@ -138,13 +162,19 @@ class WorldExpertNode(LifecycleNode):
         try:
             self.encoder.joint_positions = self._joints.map(msg.name, msg.position).copy()
         except JointStateError:
-            pass         # bad joint states are rejected and counted by the action expert and harness
+            pass  # bad joint states are rejected and counted by the action expert and harness
 
     def _on_image(self, msg: Image) -> None:
         self._frame_rate.tick(time.monotonic())
         try:
-            self.encoder.check(msg.encoding, msg.height, msg.width, msg.step, msg.data,
-                               rc.stamp_to_ns(msg.header.stamp))
+            self.encoder.check(
+                msg.encoding,
+                msg.height,
+                msg.width,
+                msg.step,
+                msg.data,
+                rc.stamp_to_ns(msg.header.stamp),
+            )
         except ImageError as exc:
             self.get_logger().warning(f'rejected camera frame: {exc}', throttle_duration_sec=1.0)
             return
@@ -155,7 +185,7 @@ class WorldExpertNode(LifecycleNode):
             self._wake.notify()
 
     def _encode_loop(self) -> None:
-        torch.set_num_threads(self.cfg.runtime.num_threads)   # per-thread in OpenMP builds
+        torch.set_num_threads(self.cfg.runtime.num_threads)  # per-thread in OpenMP builds
         while True:
             with self._wake:
                 while self._pending is None and self._running:
@@ -165,13 +195,15 @@ class WorldExpertNode(LifecycleNode):
                 msg, self._pending = self._pending, None
             try:
                 self._encode(msg)
-            except Exception as exc:          # never let one frame kill the encoder
+            except Exception as exc:  # never let one frame kill the encoder
                 self.get_logger().error(f'encode failed: {exc!r}', throttle_duration_sec=1.0)
 
     def _encode(self, msg: Image) -> None:
         stamp_ns = rc.stamp_to_ns(msg.header.stamp)
         try:
-            out = self.encoder.process(msg.encoding, msg.height, msg.width, msg.step, msg.data, stamp_ns)
+            out = self.encoder.process(
+                msg.encoding, msg.height, msg.width, msg.step, msg.data, stamp_ns
+            )
         except ImageError as exc:
             self.get_logger().warning(f'rejected camera frame: {exc}', throttle_duration_sec=1.0)
             return
@@ -184,7 +216,7 @@ class WorldExpertNode(LifecycleNode):
         d.slot, d.sequence, d.epoch = e.slot, e.sequence, e.epoch
         d.shape, d.dtype = list(e.shape), e.dtype
         d.encode_s = out.encode_ms / 1e3
-        if self._running:               # not while shutting down: the context may be gone
+        if self._running:  # not while shutting down: the context may be gone
             self._pub.publish(d)
 
     def _diagnostics(self):
@@ -197,12 +229,19 @@ class WorldExpertNode(LifecycleNode):
         elif rate < 0.5 * expected:
             level, message = rc.WARN, f'camera at {rate:.1f} Hz, expected {expected:.0f} Hz'
         enc_s = enc.timer.stages['encode'].summary()
-        values = [('model version', self.expert.version), ('cache backend', self.cache.backend),
-                  ('camera rate Hz', rate), ('expected camera Hz', expected), ('frames', enc.frames),
-                  ('world calls', enc.world_calls), ('cache hits (identical frames)', enc.hits),
-                  ('world calls per distinct frame', enc.calls_per_frame()), ('encode timeouts', enc.timeouts),
-                  ('frames superseded before encode', self.dropped),
-                  ('rejected frames', sum(enc.rejected.values()))]
+        values = [
+            ('model version', self.expert.version),
+            ('cache backend', self.cache.backend),
+            ('camera rate Hz', rate),
+            ('expected camera Hz', expected),
+            ('frames', enc.frames),
+            ('world calls', enc.world_calls),
+            ('cache hits (identical frames)', enc.hits),
+            ('world calls per distinct frame', enc.calls_per_frame()),
+            ('encode timeouts', enc.timeouts),
+            ('frames superseded before encode', self.dropped),
+            ('rejected frames', sum(enc.rejected.values())),
+        ]
         values += [(f'rejected: {k}', v) for k, v in sorted(enc.rejected.items())]
         values += rc.latency_values('encode', enc_s)
         return level, message, values
