@@ -13,7 +13,7 @@ demo: setup                       ## the hot path on the synthetic robot, one pr
 demo-multi: setup                 ## the same with one process per expert and the shm cache
 	@$(ENV) && python -m robot_agent.stack --mode multi $(DEMO_ARGS)
 
-test: setup                       ## colcon build + colcon test + colcon test-result
+test: setup                       ## ruff + colcon build + colcon test + colcon test-result
 	@bash scripts/run_tests.sh
 
 test-llm: setup                   ## opt-in: the LLM planner against a real llama.cpp server (builds it once)
@@ -23,24 +23,24 @@ bench: setup                      ## hot-path and harness benchmarks -> bench/re
 	@$(ENV) && python bench/hot_path.py && python bench/harness.py && python bench/closed_loop.py && python bench/render_report.py
 
 data: setup                       ## record scripted demonstrations in the sim -> datasets/pick_place
-	@$(ENV) && python -m wam_core.dataset $(DATA_ARGS)
+	@$(ENV) && python -m wam_learning.dataset $(DATA_ARGS)
 
 train: setup                      ## behaviour cloning of both experts -> models/ (records the data first if missing)
-	@$(ENV) && { [ -f datasets/pick_place/manifest.json ] || python -m wam_core.dataset; } && python -m wam_core.train $(TRAIN_ARGS)
+	@$(ENV) && { [ -f datasets/pick_place/manifest.json ] || python -m wam_learning.dataset; } && python -m wam_learning.train $(TRAIN_ARGS)
 
 dagger: setup                     ## one DAgger round on models/: on-policy episodes labelled by the expert, then fine-tune
-	@$(ENV) && rm -rf datasets/pick_place_dagger && python -m wam_core.dagger $(DAGGER_ARGS) && \
-	  python -m wam_core.train --init models --data datasets/pick_place,datasets/pick_place_dagger \
+	@$(ENV) && rm -rf datasets/pick_place_dagger && python -m wam_learning.dagger $(DAGGER_ARGS) && \
+	  python -m wam_learning.train --init models --data datasets/pick_place,datasets/pick_place_dagger \
 	    --steps $(or $(DAGGER_STEPS),700) --lr 3e-4
 
 eval: setup                       ## success over 50 held-out episodes: ROS 2 stack / direct policy / unified baseline
-	@$(ENV) && python -m robot_agent.evaluate $(EVAL_ARGS) && python bench/render_report.py
+	@$(ENV) && python -m wam_system_tests.evaluate $(EVAL_ARGS) && python bench/render_report.py
 
 faults: setup                     ## inject every fault into the multi-process stack on the sim (~3 min)
-	@$(ENV) && python -m robot_agent.faults $(FAULT_ARGS); rc=$$?; python bench/render_report.py; exit $$rc
+	@$(ENV) && python -m wam_system_tests.faults $(FAULT_ARGS); rc=$$?; python bench/render_report.py; exit $$rc
 
 soak: setup                       ## the full stack on the sim for SOAK_MINUTES (default 10): growth and drift
-	@$(ENV) && python -m robot_agent.soak --minutes $(or $(SOAK_MINUTES),10); rc=$$?; python bench/render_report.py; exit $$rc
+	@$(ENV) && python -m wam_system_tests.soak --minutes $(or $(SOAK_MINUTES),10); rc=$$?; python bench/render_report.py; exit $$rc
 
 clean:
 	rm -rf build install log

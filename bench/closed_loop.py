@@ -11,13 +11,13 @@ scripted IK expert's success rate over --episodes seeded episodes.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import update_report  # noqa: E402
-
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
+from robot_agent.stack import Stack
+from wam_core.common.paths import default_config
+from wam_sim.scripted_expert import run_episode
+from wam_sim.tabletop import TabletopSim
+from wam_system_tests.report import update_report
 
 
 def main() -> int:
@@ -28,13 +28,9 @@ def main() -> int:
     ap.add_argument('--episodes', type=int, default=100)
     ap.add_argument('--mode', default='multi')
     args = ap.parse_args()
-    os.environ.setdefault('WAM_ROOT', ROOT)
-    from robot_agent.stack import Stack
-    from wam_core.scripted_expert import run_episode
-    from wam_core.sim import TabletopSim
 
     print(f'{args.mode}-process stack on the simulator for {args.seconds:.0f} s ...', flush=True)
-    stack = Stack(args.mode, os.path.join(ROOT, 'config', 'wam.yaml'), robot='sim', seed=0)
+    stack = Stack(args.mode, default_config(), robot='sim', seed=0)
     try:
         stack.wait_ready(120)
         stack.spin_for(args.seconds)
@@ -59,7 +55,8 @@ def main() -> int:
     path = update_report('closed_loop', out)
     print()
     print(
-        f'{"obs -> action ms p50 / p99":32}{s["obs_to_action_p50"]:8.2f} / {s["obs_to_action_p99"]:.2f}'
+        f'{"obs -> action ms p50 / p99":32}{s["obs_to_action_p50"]:8.2f} / '
+        f'{s["obs_to_action_p99"]:.2f}'
     )
     print(f'{"tick ms under sim p50 / p99":32}{s["tick_p50"]:8.2f} / {s["tick_p99"]:.2f}')
     print(f'{"period ms under sim p99 / max":32}{s["period_p99"]:8.2f} / {s["period_max"]:.2f}')

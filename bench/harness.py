@@ -17,10 +17,9 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import update_report  # noqa: E402
+from wam_core.common.robot import TABLETOP_ARM
+from wam_system_tests.report import update_report
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 INSTRUCTIONS = [
     'put the red apple in the fridge',
     'Grasp the red apple and put it in the fridge',
@@ -38,7 +37,7 @@ def pct(samples, *qs):
 
 
 def bench_rules(n=2000):
-    from wam_core.planner_rules import RulePlanner
+    from wam_core.planning.rules import RulePlanner
 
     p = RulePlanner()
     ts = []
@@ -51,7 +50,7 @@ def bench_rules(n=2000):
 
 
 def bench_embed():
-    from wam_core.embedding import SubtaskEmbedder
+    from wam_core.planning.embedding import SubtaskEmbedder
 
     e = SubtaskEmbedder()
     cold = []
@@ -72,10 +71,10 @@ def bench_embed():
 
 
 def bench_clamp(n=2000):
-    from wam_core.config import DEFAULT_JOINT_NAMES as N
-    from wam_core.limits import ClampGate, default_limits
+    from wam_core.control.limits import ClampGate
 
-    g = ClampGate(N, default_limits(N), 0.02)
+    g = ClampGate(TABLETOP_ARM.joint_names, TABLETOP_ARM.limits, 0.02)
+    N = list(TABLETOP_ARM.joint_names)
     rng = np.random.default_rng(0)
     cur = np.zeros(7)
     cur[6] = 0.02
@@ -100,8 +99,8 @@ def bench_safety_stop(trials=20):
     from trajectory_msgs.msg import JointTrajectory
 
     from harness_node.node import HarnessNode
-    from wam_core import ros_convert as rc
-    from wam_core.config import DEFAULT_JOINT_NAMES
+    from wam_core.common.status import ERROR, OK
+    from wam_util import convert as rc
     from wam_util.executors import make_executor, spin_slice
 
     os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
@@ -137,17 +136,17 @@ def bench_safety_stop(trials=20):
         return rc.diagnostic_array(
             time.time_ns(),
             [
-                rc.diagnostic_status('world_expert: world expert', 'w', rc.OK, 'ok', []),
+                rc.diagnostic_status('world_expert: world expert', 'w', OK, 'ok', []),
                 rc.diagnostic_status('action_expert: action expert', 'a', level, 'injected', []),
             ],
         )
 
     spin(1.0)
-    js.publish(JointState(name=list(DEFAULT_JOINT_NAMES), position=[0.0] * 6 + [0.02]))
+    js.publish(JointState(name=list(TABLETOP_ARM.joint_names), position=[0.0] * 6 + [0.02]))
     lat = []
     try:
         for _ in range(trials):
-            diag.publish(status(rc.OK))
+            diag.publish(status(OK))
             spin(0.1)
             fut = reset.call_async(Trigger.Request())
             while not fut.done():
@@ -155,7 +154,7 @@ def bench_safety_stop(trials=20):
             assert fut.result().success, fut.result().message
             n = len(holds)
             t0 = time.perf_counter()
-            diag.publish(status(rc.ERROR))
+            diag.publish(status(ERROR))
             while len(holds) == n and time.perf_counter() - t0 < 1.0:
                 spin_slice(ex, 0.001)
             if len(holds) == n:
@@ -170,7 +169,6 @@ def bench_safety_stop(trials=20):
 
 
 def main() -> int:
-    os.environ.setdefault('WAM_ROOT', ROOT)
     out = {}
     print('rule planner ...', flush=True)
     out['plan_rules_ms'] = bench_rules()
@@ -183,10 +181,12 @@ def main() -> int:
     path = update_report('harness', out)
     print()
     print(
-        f'{"rule plan ms p50 / p99":32}{out["plan_rules_ms"]["p50"]:8.3f} / {out["plan_rules_ms"]["p99"]:.3f}'
+        f'{"rule plan ms p50 / p99":32}{out["plan_rules_ms"]["p50"]:8.3f} / '
+        f'{out["plan_rules_ms"]["p99"]:.3f}'
     )
     print(
-        f'{"embed ms cold / warm p50":32}{out["embed_ms"]["cold"]:8.2f} / {out["embed_ms"]["warm_p50"]:.4f}'
+        f'{"embed ms cold / warm p50":32}{out["embed_ms"]["cold"]:8.2f} / '
+        f'{out["embed_ms"]["warm_p50"]:.4f}'
     )
     print(
         f'{"clamp ms per chunk p50 / p99":32}{out["clamp_ms_per_chunk"]["p50"]:8.3f} / '

@@ -21,15 +21,12 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import update_report  # noqa: E402
-
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
+from robot_agent.stack import Stack
+from wam_core.common.paths import default_config, workspace_root
+from wam_system_tests.report import update_report
 
 
 def run_mode(mode: str, seconds: float, config: str) -> dict:
-    from robot_agent.stack import Stack
-
     stack = Stack(mode, config, camera_hz=30.0)
     try:
         stack.wait_ready(120)
@@ -50,7 +47,7 @@ def run_mode(mode: str, seconds: float, config: str) -> dict:
         series = {'period_ms': stack.monitor.arrival.values().round(3).tolist()}
         if stack.action is not None:  # single process: the tick samples are in this process
             series['tick_ms'] = stack.action.timer_stats.stages['tick'].values().round(3).tolist()
-        with open(os.path.join(ROOT, 'bench', f'series_{mode}.json'), 'w') as fh:
+        with open(os.path.join(workspace_root(), 'bench', f'series_{mode}.json'), 'w') as fh:
             json.dump(series, fh)
     finally:
         stack.shutdown()
@@ -77,24 +74,24 @@ def unified_baseline(config: str, ticks: int = 300) -> dict:
     """World expert recomputed inside every tick, paced at the control period."""
     import torch
 
-    from wam_core.action_expert import load_action_expert
-    from wam_core.config import load_stack_config, resolve_path
-    from wam_core.synthetic import SyntheticScene
-    from wam_core.world_expert import WorldExpert, resolve_precision
+    from wam_core.common.config import ActionExpertParams, WorldExpertParams
+    from wam_core.common.params import load_params
+    from wam_core.common.paths import resolve_path
+    from wam_core.models.action_expert import load_action_expert
+    from wam_core.models.precision import resolve_precision
+    from wam_core.models.world_expert import WorldExpert
+    from wam_sim.synthetic import SyntheticScene
 
-    cfg = load_stack_config(config)
-    torch.set_num_threads(cfg.runtime.num_threads)
-    world = WorldExpert(
-        resolve_path(cfg.experts.world.model_dir, ROOT), resolve_precision(cfg.runtime.precision)
-    )
-    action, _ = load_action_expert(
-        resolve_path(cfg.experts.action.model_dir, ROOT), cfg.runtime.action_precision
-    )
+    wcfg = load_params(config, 'world_expert', WorldExpertParams)
+    acfg = load_params(config, 'action_expert', ActionExpertParams)
+    torch.set_num_threads(wcfg.num_threads)
+    world = WorldExpert(resolve_path(wcfg.model_dir), resolve_precision(wcfg.precision))
+    action, _ = load_action_expert(resolve_path(acfg.model_dir), acfg.precision)
     scene = SyntheticScene(128)
     joint = torch.zeros(1, action.config.num_joints)
     subtask = torch.zeros(1, action.config.subtask_dim)
     world.warmup(20)
-    period = cfg.control.period_s
+    period = acfg.control.period_s
     samples = []
     nxt = time.perf_counter()
     with torch.inference_mode():
@@ -115,9 +112,9 @@ def main() -> int:
     )
     ap.add_argument('--seconds', type=float, default=30.0)
     ap.add_argument('--modes', default='multi,single')
-    ap.add_argument('--config', default=os.path.join(ROOT, 'config', 'wam.yaml'))
+    ap.add_argument('--config', default=None, help='parameter file (default: config/wam.yaml)')
     args = ap.parse_args()
-    os.environ.setdefault('WAM_ROOT', ROOT)
+    args.config = args.config or default_config()
     modes = [m for m in args.modes.split(',') if m]
     results = {}
     for mode in modes:

@@ -101,7 +101,7 @@ def plot_faults(timeline: dict, out_dir: str) -> list[str]:
     if not faults:
         return []
     fig, axes = plt.subplots(len(faults), 1, figsize=(8, 1.2 * len(faults) + 1), squeeze=False)
-    for ax, f in zip(axes[:, 0], faults):
+    for ax, f in zip(axes[:, 0], faults, strict=True):
         pts = f['timeline']
         for kind, color, label in (
             (1, 'tab:green', 'chunk'),

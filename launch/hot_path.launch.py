@@ -1,4 +1,4 @@
-"""ros2 launch for the whole stack on a full ROS 2 install (launch_ros is not pip-installable here).
+"""ros2 launch for the whole stack on a full ROS 2 install (launch_ros is not on PyPI).
 
     ros2 launch launch/hot_path.launch.py [robot:=sim|synthetic|none] [config:=config/wam.yaml]
 
@@ -71,7 +71,8 @@ def generate_launch_description():
             'robot',
             default_value='sim',
             choices=['sim', 'synthetic', 'none'],
-            description="the MuJoCo tabletop (with the agent), the synthetic source, or 'none' for a real robot",
+            description='the MuJoCo tabletop (with the agent), the synthetic source, '
+            "or 'none' for a real robot",
         ),
         launch.actions.SetEnvironmentVariable('OMP_NUM_THREADS', '1'),
         # relative model paths in the config resolve against the repository root

@@ -11,8 +11,8 @@ import time
 
 import httpx
 
-from wam_core.planner_llm import FallbackPlanner, LLMError, LLMPlanner
-from wam_core.planner_rules import RulePlanner, ungrounded_objects
+from wam_core.planning.llm import FallbackPlanner, LLMError, LLMPlanner
+from wam_core.planning.rules import RulePlanner, ungrounded_objects
 
 INSTRUCTIONS = [
     'put the red apple in the fridge',
@@ -93,7 +93,8 @@ def main() -> int:
                 extra = ungrounded_objects(plan, text)
                 if extra:
                     print(
-                        f'  the harness would not use it: it names {extra}, which the instruction does not; '
+                        f'  the harness would not use it: it names {extra}, '
+                        'which the instruction does not; '
                         'rules give: ' + '; '.join(s.text() for s in fb.rules.plan(text).subtasks)
                     )
             except LLMError as exc:

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# colcon build, colcon test, colcon test-result --verbose. Non-zero on any failure
-# and when no test ran at all.
+# ruff (lint and format), colcon build, colcon test, colcon test-result --verbose.
+# Non-zero on any failure and when no test ran at all.
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 # shellcheck disable=SC1091
 source scripts/env.sh          # before `set -u`: colcon's setup.bash reads unset variables
 set -uo pipefail
 rm -rf build/*/test_results log/latest_test 2>/dev/null
-colcon --log-base log build --base-paths src test --event-handlers console_cohesion- summary+ \
+echo "ruff check + ruff format --check (ruff.toml)"
+ruff check . || exit 1
+ruff format --check . || exit 1
+colcon --log-base log build --base-paths src --event-handlers console_cohesion- summary+ \
   --cmake-args -DPython3_EXECUTABLE="$ROOT/.venv/bin/python" -DBUILD_TESTING=OFF || exit 1
 # Sequential: the tests start real DDS participants and processes; in parallel on
 # 2 cores they would measure each other.
-colcon --log-base log test --base-paths src test --executor sequential \
+colcon --log-base log test --base-paths src --executor sequential \
   --event-handlers console_direct+ --pytest-args -p no:cacheprovider
 test_rc=$?
 summary=$(colcon test-result --test-result-base build --verbose)

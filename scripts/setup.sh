@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One set-up script: venv + pinned packages + ROS wheel fix + default models + colcon build.
+# One set-up script: venv + pinned packages + ROS wheel fix + colcon build + default models.
 # Idempotent and fast when nothing changed (each step is skipped on a matching stamp).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -49,12 +49,7 @@ if [ ! -f "$STAMPS/cmake-fix" ]; then
   touch "$STAMPS/cmake-fix"
 fi
 
-if [ ! -f models/world_expert/manifest.json ] || [ ! -f models/action_expert/manifest.json ]; then
-  say "writing the seeded default models to models/"
-  PYTHONPATH="$ROOT/src/wam_core" "$VENV/bin/python" -m wam_core.default_models --out models
-fi
-
-src_hash=$(find src test -type f \( -name '*.py' -o -name '*.xml' -o -name '*.msg' -o -name '*.action' \
+src_hash=$(find src -type f \( -name '*.py' -o -name '*.xml' -o -name '*.msg' -o -name '*.action' \
               -o -name '*.srv' -o -name 'CMakeLists.txt' -o -name 'setup.cfg' -o -name '*.yaml' \) \
               -not -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 if [ "$(cat "$STAMPS/build" 2>/dev/null)" != "$src_hash" ] || [ ! -f install/setup.bash ]; then
@@ -62,9 +57,18 @@ if [ "$(cat "$STAMPS/build" 2>/dev/null)" != "$src_hash" ] || [ ! -f install/set
   # shellcheck disable=SC1091
   source "$VENV/bin/activate"
   export AMENT_PREFIX_PATH="$VENV${AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}"
-  colcon --log-base log build --base-paths src test --event-handlers console_cohesion- summary+ \
+  colcon --log-base log build --base-paths src --event-handlers console_cohesion- summary+ \
     --cmake-args -DPython3_EXECUTABLE="$VENV/bin/python" -DBUILD_TESTING=OFF
   echo "$src_hash" > "$STAMPS/build"
 else
   say "up to date"
+fi
+
+if [ ! -f models/world_expert/manifest.json ] || [ ! -f models/action_expert/manifest.json ]; then
+  say "writing the seeded default models to models/"
+  set +u
+  # shellcheck disable=SC1091
+  source scripts/env.sh
+  set -u
+  python -m wam_core.models.default_models --out models
 fi

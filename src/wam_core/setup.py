@@ -19,7 +19,7 @@ setup(
     extras_require={'test': ['pytest']},
     entry_points={
         'console_scripts': [
-            'write_default_models = wam_core.default_models:main',
+            'write_default_models = wam_core.models.default_models:main',
         ],
     },
 )

@@ -1,9 +1,10 @@
 """Action expert: a 50 Hz timer -> cache read -> action expert -> raw JointTrajectory.
 
-A managed (lifecycle) node. configure: verify the manifest, load the model, attach
-to the cache; activate: warm up, start the timer; deactivate: stop the timer and
-publish a hold. Each tick never waits for the world expert: it uses the newest
-representation that passes the version, TTL and seqlock checks, or holds.
+A managed (lifecycle) node. configure: read the parameters, verify the manifest, load
+the model, attach to the cache; activate: warm up, start the timer; deactivate: stop
+the timer and publish a hold. Each tick never waits for the world expert: it uses the
+newest representation that passes the version, TTL and seqlock checks, or holds. Its
+typed status goes to ~/status with every /diagnostics report.
 """
 
 from __future__ import annotations
@@ -16,30 +17,33 @@ import torch
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
-from wam_core import ros_convert as rc
-from wam_core.action_expert import load_action_expert
-from wam_core.action_service import ActionTicker, Descriptor
-from wam_core.config import ConfigError, resolve_path
-from wam_core.joint_state import JointStateError, JointStateMapper
-from wam_core.latency import LatencyWindow, RateMeter, StageTimer
-from wam_core.manifest import ManifestError
-from wam_core.repr_cache import CacheError, open_cache_reader
-from wam_interfaces.msg import ActiveSubtask, RepresentationDescriptor
+from wam_core.cache.factory import open_cache_reader
+from wam_core.cache.protocol import CacheError
+from wam_core.common.config import ActionExpertParams
+from wam_core.common.params import ConfigError
+from wam_core.common.paths import resolve_path
+from wam_core.common.status import ERROR, OK, WARN
+from wam_core.control.joint_state import JointStateError, JointStateMapper
+from wam_core.models.action_expert import load_action_expert
+from wam_core.models.manifest import ManifestError
+from wam_core.serving.action_ticker import ActionTicker, Descriptor
+from wam_core.serving.latency import LatencyWindow, RateMeter, StageTimer
+from wam_interfaces.msg import ActionExpertStatus, ActiveSubtask, RepresentationDescriptor
+from wam_util import convert, qos
 from wam_util.diagnostics import NodeDiagnostics
 from wam_util.executors import run_node
-from wam_util.params import declare_stack_config, read_stack_config
+from wam_util.params import NodeParams
+from wam_util.status import TypedStatus
 
 
 class ActionExpertNode(LifecycleNode):
     def __init__(self, name: str = 'action_expert', cache=None, **kwargs):
         super().__init__(name, **kwargs)
-        declare_stack_config(self)
-        self.declare_parameter('expected_joint_state_hz', 100.0)
-        self.declare_parameter('expected_representation_hz', 30.0)
+        self.params = NodeParams(self, ActionExpertParams)
+        self.cfg: ActionExpertParams | None = None
         self._shared_cache = cache
         self.cache = None
         self.ticker = None
@@ -48,9 +52,8 @@ class ActionExpertNode(LifecycleNode):
         self._subs = []
         self.timer_stats = StageTimer('cache_read', 'prepare', 'forward', 'publish', 'tick')
         self.period = LatencyWindow()
-        self.obs_to_action = (
-            LatencyWindow()
-        )  # camera stamp -> first chunk that used its representation
+        # camera stamp -> first chunk that used its representation
+        self.obs_to_action = LatencyWindow()
         self._last_fire = None
         self.rejected = {}
         self.last_reason = ''
@@ -62,24 +65,27 @@ class ActionExpertNode(LifecycleNode):
         # The tick gets its own group so a multi-threaded executor never queues it
         # behind a subscription callback.
         self._tick_group = MutuallyExclusiveCallbackGroup()
-        self.diagnostics = NodeDiagnostics(self, 'action expert', self._diagnostics)
+        self.diagnostics = NodeDiagnostics(self)
+        self.status = TypedStatus(
+            self, self.diagnostics, 'action expert', ActionExpertStatus, '~/status', self._status
+        )
 
     # lifecycle ----------------------------------------------------------------
     def on_configure(self, state: State) -> TransitionCallbackReturn:
         try:
-            self.cfg = read_stack_config(self)
-            torch.set_num_threads(self.cfg.runtime.num_threads)
-            model_dir = resolve_path(self.cfg.experts.action.model_dir)
-            model, manifest = load_action_expert(model_dir, self.cfg.runtime.action_precision)
-            if model.config.num_joints != len(self.cfg.control.joint_names):
+            self.cfg = cfg = self.params.read()
+            torch.set_num_threads(cfg.num_threads)
+            model_dir = resolve_path(cfg.model_dir)
+            model, manifest = load_action_expert(model_dir, cfg.precision)
+            if model.config.num_joints != len(cfg.robot.joint_names):
                 raise ValueError(
-                    f'model outputs {model.config.num_joints} joints but control.joint_names '
-                    f'has {len(self.cfg.control.joint_names)}'
+                    f'model outputs {model.config.num_joints} joints but robot.joint_names '
+                    f'has {len(cfg.robot.joint_names)}'
                 )
             self.cache = (
                 self._shared_cache
                 if self._shared_cache is not None
-                else open_cache_reader(self.cfg.repr_cache)
+                else open_cache_reader(cfg.repr_cache)
             )
         except (ManifestError, CacheError, ConfigError, OSError, ValueError) as exc:
             self.get_logger().error(f'configure failed: {exc}')
@@ -92,29 +98,28 @@ class ActionExpertNode(LifecycleNode):
             self.world_version,
             model.config.num_joints,
             model.config.subtask_dim,
-            self.cfg.runtime.timeout_action_ms,
+            cfg.timeout_ms,
         )
-        self.joints = JointStateMapper(self.cfg.control.joint_names)
+        self.joints = JointStateMapper(cfg.robot.joint_names)
         self._pub = self.create_lifecycle_publisher(
-            JointTrajectory, '/action_expert/raw_chunk', 10
+            JointTrajectory, '/action_expert/raw_chunk', qos.EVENTS
         )
         self._subs = [
             self.create_subscription(
-                JointState, '/joint_states', self._on_joint_state, qos_profile_sensor_data
+                JointState, '/joint_states', self._on_joint_state, qos.SENSOR
             ),
             self.create_subscription(
-                RepresentationDescriptor, '/world_expert/representation', self._on_descriptor, 10
+                RepresentationDescriptor,
+                '/world_expert/representation',
+                self._on_descriptor,
+                qos.EVENTS,
             ),
             # latched: an expert that (re)starts mid-task still gets the active subtask
             self.create_subscription(
                 ActiveSubtask,
                 '/harness/active_subtask',
                 self._on_subtask,
-                QoSProfile(
-                    depth=1,
-                    durability=DurabilityPolicy.TRANSIENT_LOCAL,
-                    reliability=ReliabilityPolicy.RELIABLE,
-                ),
+                qos.LATCHED,
             ),
         ]
         self.subtask_text = '(none: default conditioning)'
@@ -127,9 +132,7 @@ class ActionExpertNode(LifecycleNode):
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:
         t0 = time.perf_counter()
-        self.ticker.warmup(
-            self.cfg.runtime.warmup_requests, (65, self.ticker.model.config.repr_dim)
-        )
+        self.ticker.warmup(self.cfg.warmup_requests, self.ticker.model.representation_shape)
         self._timer = self.create_timer(
             self.cfg.control.period_s, self._tick, callback_group=self._tick_group
         )
@@ -138,8 +141,9 @@ class ActionExpertNode(LifecycleNode):
         self.ready = True
         self._diag_due = True  # report at the first tick: after a restart the harness waits on it
         self.get_logger().info(
-            f'ready: warm-up {self.cfg.runtime.warmup_requests} passes in '
-            f'{(time.perf_counter() - t0) * 1e3:.0f} ms; ticking every {self.cfg.control.period_s * 1e3:.1f} ms'
+            f'ready: warm-up {self.cfg.warmup_requests} passes in '
+            f'{(time.perf_counter() - t0) * 1e3:.0f} ms; ticking every '
+            f'{self.cfg.control.period_s * 1e3:.1f} ms'
         )
         return super().on_activate(state)
 
@@ -148,13 +152,11 @@ class ActionExpertNode(LifecycleNode):
         if self._timer is not None:
             self.destroy_timer(self._timer)
             self._timer = None
-        if self.ticker._joint_np is not None:  # leave the robot holding, not mid-chunk
+        here = self.ticker.joint_positions
+        if here is not None:  # leave the robot holding, not mid-chunk
             self._pub.publish(
-                rc.joint_trajectory(
-                    self.cfg.control.joint_names,
-                    self.ticker._joint_np.reshape(1, -1),
-                    time.time_ns(),
-                    0.0,
+                convert.joint_trajectory(
+                    self.cfg.robot.joint_names, here.reshape(1, -1), time.time_ns(), 0.0
                 )
             )
         return super().on_deactivate(state)
@@ -221,8 +223,8 @@ class ActionExpertNode(LifecycleNode):
             return
         t1 = time.perf_counter()
         start_ns = time.time_ns()
-        msg = rc.joint_trajectory(
-            self.cfg.control.joint_names, res.positions, start_ns, self.cfg.control.period_s
+        msg = convert.joint_trajectory(
+            self.cfg.robot.joint_names, res.positions, start_ns, self.cfg.control.period_s
         )
         self._pub.publish(msg)
         if res.new_representation:
@@ -259,60 +261,59 @@ class ActionExpertNode(LifecycleNode):
         self._diag_due = False
         self.diagnostics.publish()
 
-    def _diagnostics(self):
+    def _status(self) -> ActionExpertStatus:
         t = self.ticker
         now = time.monotonic()
         hz = 1.0 / self.cfg.control.period_s
         out_rate = self._out_rate.rate(now)
-        level, message = rc.OK, 'serving'
         hits = self.cache.stats.hits if self.cache is not None else 0
-        refused = dict(self.cache.stats.refused) if self.cache is not None else {}
-        total = hits + sum(refused.values())
+        refused = sum(self.cache.stats.refused.values()) if self.cache is not None else 0
+        js_rate, js_hz = self._joint_rate.rate(now), self.cfg.expected_joint_state_hz
+        rep_rate, rep_hz = self._repr_rate.rate(now), self.cfg.expected_representation_hz
+        level, message = OK, 'serving'
         if not self.ready:
-            level, message = rc.WARN, 'not active'
+            level, message = WARN, 'not active'
         elif self.last_reason == 'version_mismatch':
-            level, message = rc.ERROR, f'world model version differs from {self.world_version}'
+            level, message = ERROR, f'world model version differs from {self.world_version}'
         elif self.last_reason:
-            level, message = rc.WARN, f'holding: {self.last_reason}'
+            level, message = WARN, f'holding: {self.last_reason}'
         elif out_rate < 0.9 * hz:
-            level, message = rc.WARN, f'chunks at {out_rate:.1f} Hz, expected {hz:.0f} Hz'
-        js_rate, js_hz = (
-            self._joint_rate.rate(now),
-            self.get_parameter('expected_joint_state_hz').value,
-        )
-        rep_rate, rep_hz = (
-            self._repr_rate.rate(now),
-            self.get_parameter('expected_representation_hz').value,
-        )
-        if level == rc.OK and js_rate < 0.5 * js_hz:
-            level, message = rc.WARN, f'joint_states at {js_rate:.1f} Hz, expected {js_hz:.0f} Hz'
-        elif level == rc.OK and rep_rate < 0.5 * rep_hz:
+            level, message = WARN, f'chunks at {out_rate:.1f} Hz, expected {hz:.0f} Hz'
+        elif js_rate < 0.5 * js_hz:
+            level, message = WARN, f'joint_states at {js_rate:.1f} Hz, expected {js_hz:.0f} Hz'
+        elif rep_rate < 0.5 * rep_hz:
             level, message = (
-                rc.WARN,
+                WARN,
                 f'representations at {rep_rate:.1f} Hz, expected {rep_hz:.0f} Hz',
             )
-        values = [
-            ('world version accepted', self.world_version),
-            ('active subtask', self.subtask_text),
-            ('ticks', t.ticks),
-            ('chunks', t.chunks),
-            ('degraded ticks', t.degraded_ticks),
-            ('scene prepares', t.prepares),
-            ('cache hit rate', hits / total if total else float('nan')),
-            ('chunk rate Hz', out_rate),
-            ('expected chunk Hz', hz),
-            ('joint_states rate Hz', js_rate),
-            ('expected joint_states Hz', js_hz),
-            ('representation rate Hz', rep_rate),
-            ('expected representation Hz', rep_hz),
+        latency = [convert.latency_stats(k, s) for k, s in self.timer_stats.summary().items()]
+        latency += [
+            convert.latency_stats('period', self.period.summary()),
+            convert.latency_stats('obs_to_action', self.obs_to_action.summary()),
         ]
-        values += [(f'degraded: {k}', v) for k, v in sorted(t.degraded.items())]
-        values += [(f'rejected: {k}', v) for k, v in sorted(self.rejected.items())]
-        for stage, s in self.timer_stats.summary().items():
-            values += rc.latency_values(stage, s)
-        values += rc.latency_values('period', self.period.summary())
-        values += rc.latency_values('obs_to_action', self.obs_to_action.summary())
-        return level, message, values
+        return ActionExpertStatus(
+            level=level,
+            message=message,
+            active=self.ready,
+            world_version_accepted=self.world_version,
+            active_subtask=self.subtask_text,
+            ticks=t.ticks,
+            chunks=t.chunks,
+            degraded_ticks=t.degraded_ticks,
+            scene_prepares=t.prepares,
+            cache_hits=hits,
+            cache_refusals=refused,
+            cache_hit_rate=hits / (hits + refused) if hits + refused else float('nan'),
+            chunk_rate_hz=out_rate,
+            expected_chunk_hz=hz,
+            joint_state_rate_hz=js_rate,
+            expected_joint_state_hz=js_hz,
+            representation_rate_hz=rep_rate,
+            expected_representation_hz=rep_hz,
+            degraded=convert.reason_counts(t.degraded),
+            rejected_inputs=convert.reason_counts(self.rejected),
+            latency=latency,
+        )
 
 
 def main(args=None) -> None:

@@ -15,12 +15,12 @@ from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
 from action_expert_node.node import ActionExpertNode
-from wam_core.config import DEFAULT_JOINT_NAMES
-from wam_core.default_models import write_default_models
-from wam_core.repr_cache import InProcessCache
-from wam_core.synthetic import SyntheticScene
-from wam_core.world_expert import WorldExpert
+from wam_core.cache.inprocess import InProcessCache
+from wam_core.common.robot import TABLETOP_ARM
+from wam_core.models.default_models import write_default_models
+from wam_core.models.world_expert import WorldExpert
 from wam_interfaces.msg import ActiveSubtask, RepresentationDescriptor
+from wam_sim.synthetic import SyntheticScene
 from wam_util.executors import make_executor, spin_slice
 
 
@@ -48,8 +48,8 @@ def test_bad_inputs_rejected_holds_then_chunks(models, ros):
     node = ActionExpertNode(
         cache=cache,
         parameter_overrides=[
-            Parameter('experts.action.model_dir', value=models['action_dir']),
-            Parameter('runtime.warmup_requests', value=2),
+            Parameter('model_dir', value=models['action_dir']),
+            Parameter('warmup_requests', value=2),
         ],
     )
     probe = rclpy.create_node('probe')
@@ -60,7 +60,7 @@ def test_bad_inputs_rejected_holds_then_chunks(models, ros):
     ex = make_executor()
     ex.add_node(node)
     ex.add_node(probe)
-    names = list(DEFAULT_JOINT_NAMES)
+    names = list(TABLETOP_ARM.joint_names)
     try:
         assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
         assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
@@ -82,7 +82,7 @@ def test_bad_inputs_rejected_holds_then_chunks(models, ros):
         assert chunks, 'a hold is published once a joint state exists'
         hold = chunks[-1]
         assert len(hold.points) == 1 and list(hold.joint_names) == names
-        assert all(abs(a - b) < 1e-6 for a, b in zip(hold.points[0].positions, q))
+        assert all(abs(a - b) < 1e-6 for a, b in zip(hold.points[0].positions, q, strict=True))
         assert node.ticker.degraded.get('miss', 0) > 0
         # a descriptor for a slot outside the ring is rejected
         d_pub.publish(RepresentationDescriptor(key='x', model_version=models['version'], slot=999))

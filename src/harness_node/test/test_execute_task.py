@@ -3,6 +3,7 @@
 import os
 import random
 import socket
+import threading
 import time
 
 import pytest
@@ -16,7 +17,8 @@ from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
 
 from harness_node.node import HarnessNode
-from wam_core.config import DEFAULT_JOINT_NAMES
+from harness_node.task_manager import PLANNING_THREAD
+from wam_core.common.robot import TABLETOP_ARM
 from wam_interfaces.action import ExecuteTask
 from wam_interfaces.msg import ActiveSubtask
 from wam_util.executors import make_executor, spin_slice
@@ -85,6 +87,17 @@ def send(r, text):
 @pytest.mark.parametrize('rig', [0.1], indirect=True)
 def test_goal_runs_through_its_subtasks_with_feedback(rig):
     r = rig
+    # planning and embedding must never run on the executor's thread (the gate's)
+    threads = []
+    tasks = r.node.tasks
+    for obj, name in ((tasks.planner, 'plan'), (tasks.embedder, 'embed')):
+        real = getattr(obj, name)
+
+        def spy(*args, _real=real, **kwargs):
+            threads.append(threading.current_thread().name)
+            return _real(*args, **kwargs)
+
+        setattr(obj, name, spy)
     handle = send(r, 'put the red apple in the fridge')
     assert handle.accepted
     res_fut = handle.get_result_async()
@@ -95,12 +108,15 @@ def test_goal_runs_through_its_subtasks_with_feedback(rig):
     assert skills == ['perceive', 'locate', 'grasp', 'transport', 'place', 'release']
     executing = [f.feedback for f in r.feedback if f.feedback.state == 'executing']
     assert [f.active_index for f in executing] == list(range(6))
-    assert executing[0].planner == 'rules' and r.node.planner.fallbacks.get('connection') == 1
+    assert (
+        executing[0].planner == 'rules' and r.node.tasks.planner.fallbacks.get('connection') == 1
+    )
     assert spin_until(r, lambda: len(r.subtasks) >= 6, 5)
     last = r.subtasks[-1]
     assert last.subtask.text == 'release the red apple' and len(last.embedding) == 384
     assert last.intent_names[max(range(9), key=lambda i: last.intent_weights[i])] == 'release'
-    assert r.node.embedder.model_calls == 6  # once per subtask
+    assert r.node.tasks.embedder.model_calls == 6  # once per subtask
+    assert len(threads) == 7 and all(t.startswith(PLANNING_THREAD) for t in threads), threads
 
 
 @pytest.mark.parametrize('rig', [0.1], indirect=True)
@@ -119,10 +135,10 @@ def test_unplannable_goal_fails_with_a_reason_and_instruction_topic_works(rig):
 @pytest.mark.parametrize('rig', [5.0], indirect=True)
 def test_cancel_stops_execution_and_holds(rig):
     r = rig
-    r.js.publish(JointState(name=list(DEFAULT_JOINT_NAMES), position=[0.2] * 6 + [0.01]))
+    r.js.publish(JointState(name=list(TABLETOP_ARM.joint_names), position=[0.2] * 6 + [0.01]))
     handle = send(r, 'pick up the green cube')
     assert spin_until(r, lambda: any(f.feedback.state == 'executing' for f in r.feedback), 10)
-    r.js.publish(JointState(name=list(DEFAULT_JOINT_NAMES), position=[0.2] * 6 + [0.01]))
+    r.js.publish(JointState(name=list(TABLETOP_ARM.joint_names), position=[0.2] * 6 + [0.01]))
     cancel = handle.cancel_goal_async()
     assert spin_until(r, cancel.done, 5)
     res_fut = handle.get_result_async()

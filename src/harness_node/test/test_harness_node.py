@@ -17,11 +17,12 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from harness_node.node import HarnessNode
-from wam_core import ros_convert as rc
-from wam_core.config import DEFAULT_JOINT_NAMES
+from wam_core.common.robot import TABLETOP_ARM
+from wam_core.common.status import ERROR, OK
+from wam_util import convert as rc
 from wam_util.executors import make_executor, spin_slice
 
-NAMES = list(DEFAULT_JOINT_NAMES)
+NAMES = list(TABLETOP_ARM.joint_names)
 Q = [0.1] * 6 + [0.02]  # inside every limit (the gripper's is 0..0.04 m)
 
 
@@ -70,20 +71,14 @@ def spin(r, s):
         spin_slice(r.ex, 0.01)
 
 
-def diag(r, action_level=rc.OK, message='ok'):
+def diag(r, action_level=OK, message='ok'):
     r.diag.publish(
         rc.diagnostic_array(
             time.time_ns(),
             [
+                rc.diagnostic_status('world_expert: world expert', 'w', OK, 'ok', []),
                 rc.diagnostic_status(
-                    'world_expert: world expert', 'w', rc.OK, 'ok', [('model version', 'v1')]
-                ),
-                rc.diagnostic_status(
-                    'action_expert: action expert',
-                    'a',
-                    action_level,
-                    message,
-                    [('world version accepted', 'v1')],
+                    'action_expert: action expert', 'a', action_level, message, []
                 ),
             ],
         )
@@ -122,17 +117,17 @@ def test_gate_clamps_rejects_and_safety_stop_cycle(rig):
     assert len(r.out) == 1
     p = [pt.positions[0] for pt in r.out[-1].points]
     assert p[0] == pytest.approx(0.03, abs=1e-6) and p[1] - p[0] <= 0.03 + 1e-6
-    assert r.node.gate.clamped_points == 2
+    assert r.node.gate.clamp.clamped_points == 2
     # NaN chunk and wrong joints never reach the robot
     chunk(r, [[math.nan] + [0.0] * 6])
     bad = rc.joint_trajectory(NAMES[:6], np.zeros((1, 6)), time.time_ns(), 0.02)
     r.raw.publish(bad)
     spin(r, 0.2)
-    assert len(r.out) == 1 and r.node.gate.rejected == {'non_finite': 1, 'joint_names': 1}
+    assert len(r.out) == 1 and r.node.gate.clamp.rejected == {'non_finite': 1, 'joint_names': 1}
     # ERROR from a required node -> latched stop + hold at current positions, chunks refused
     r.js.publish(JointState(name=NAMES, position=Q))
     spin(r, 0.1)
-    diag(r, rc.ERROR, 'model exploded')
+    diag(r, ERROR, 'model exploded')
     spin(r, 0.2)
     assert r.stop[-1] is True
     hold = r.out[-1]
@@ -140,8 +135,8 @@ def test_gate_clamps_rejects_and_safety_stop_cycle(rig):
     n = len(r.out)
     chunk(r, [Q])
     spin(r, 0.2)
-    assert len(r.out) == n and r.node.refused_while_stopped >= 1
-    assert r.node.stop_latency_ms.summary()['max'] < 40
+    assert len(r.out) == n and r.node.gate.refused_while_stopped >= 1
+    assert r.node.gate.stop_latency_ms.summary()['max'] < 40
     # reset refused while the ERROR stands, accepted once OK again
     res = call_reset(r)
     assert not res.success and 'model exploded' in res.message
@@ -154,11 +149,36 @@ def test_gate_clamps_rejects_and_safety_stop_cycle(rig):
     assert r.stop[-1] is False
     chunk(r, [Q])
     spin(r, 0.2)
-    assert len(r.out) == n + 1 and r.node.gate.rejected == {'non_finite': 1, 'joint_names': 1}
+    assert len(r.out) == n + 1 and r.node.gate.clamp.rejected == {
+        'non_finite': 1,
+        'joint_names': 1,
+    }
     # silence of the action expert's chunks stops the robot too
     spin(r, 0.9)
     assert (
-        r.node.monitor.stopped
-        and 'no action chunk' in r.node.monitor.reason
+        r.node.gate.monitor.stopped
+        and 'no action chunk' in r.node.gate.monitor.reason
         and r.stop[-1] is True
     )
+
+
+def test_a_world_version_the_action_expert_does_not_accept_stops_the_robot(rig):
+    """The versions come from the experts' typed statuses, not from diagnostic labels."""
+    from wam_interfaces.msg import ActionExpertStatus, WorldExpertStatus
+
+    r = rig
+    world = r.probe.create_publisher(WorldExpertStatus, '/world_expert/status', 10)
+    action = r.probe.create_publisher(ActionExpertStatus, '/action_expert/status', 10)
+    spin(r, 0.5)
+    r.js.publish(JointState(name=NAMES, position=Q))
+    diag(r)
+    world.publish(WorldExpertStatus(model_version='v1'))
+    action.publish(ActionExpertStatus(world_version_accepted='v1'))
+    spin(r, 0.3)
+    assert call_reset(r).success
+    spin(r, 0.1)
+    assert r.stop[-1] is False and not r.node.gate.monitor.stopped
+    world.publish(WorldExpertStatus(model_version='v2'))
+    spin(r, 0.3)
+    assert r.node.gate.monitor.stopped and 'version mismatch' in r.node.gate.monitor.reason
+    assert r.stop[-1] is True

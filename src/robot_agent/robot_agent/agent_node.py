@@ -1,7 +1,7 @@
 """Robot agent: runs IDLE -> PERCEIVE -> PLAN -> ACT -> OBSERVE as a client of the harness.
 
-The state machine is wam_core.agent.Agent; this node feeds it facts (camera and joint
-states flowing, the ExecuteTask goal's acceptance and result, the simulator's success
+The state machine is wam_core.agent.task_cycle.Agent; this node feeds it facts (camera
+and joint states flowing, the ExecuteTask goal's acceptance and result, the simulator's success
 signal), sends goals when it asks, publishes /agent/state and reports transitions in
 /diagnostics.
 """
@@ -12,45 +12,42 @@ import time
 
 from rclpy.action import ActionClient
 from rclpy.node import Node
-from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Bool, String
 
-from wam_core import ros_convert as rc
-from wam_core.agent import ABORTED, Agent, AgentConfig
+from wam_core.agent.task_cycle import ABORTED, Agent
+from wam_core.common.config import AgentParams
+from wam_core.common.status import OK, WARN
 from wam_interfaces.action import ExecuteTask
+from wam_util import qos
 from wam_util.diagnostics import NodeDiagnostics
 from wam_util.executors import run_node
+from wam_util.params import NodeParams
 
 
 class AgentNode(Node):
     def __init__(self, name: str = 'robot_agent', **kwargs):
         super().__init__(name, **kwargs)
-        self.declare_parameter('instruction', 'put the red apple in the fridge')
-        self.declare_parameter('max_attempts', 2)
-        self.declare_parameter('autostart', True)
-        self.agent = Agent(AgentConfig(max_attempts=int(self.get_parameter('max_attempts').value)))
+        self.cfg = NodeParams(self, AgentParams).read()  # ConfigError names a bad parameter
+        self.agent = Agent(self.cfg)
         self._last_image = self._last_joints = 0.0
         self.success = None
         self._accepted = None
         self._result = None
         self._want_goal = False
         self.progress = ''
-        self._state_pub = self.create_publisher(String, '/agent/state', 10)
-        self.create_subscription(
-            Image, '/camera/image_raw', self._on_image, qos_profile_sensor_data
-        )
-        self.create_subscription(
-            JointState, '/joint_states', self._on_joints, qos_profile_sensor_data
-        )
-        self.create_subscription(Bool, '/sim/task_success', self._on_success, 10)
+        self._state_pub = self.create_publisher(String, '/agent/state', qos.EVENTS)
+        self.create_subscription(Image, '/camera/image_raw', self._on_image, qos.SENSOR)
+        self.create_subscription(JointState, '/joint_states', self._on_joints, qos.SENSOR)
+        self.create_subscription(Bool, '/sim/task_success', self._on_success, qos.EVENTS)
         self._client = ActionClient(self, ExecuteTask, '/harness/execute_task')
-        self.diagnostics = NodeDiagnostics(self, 'robot agent', self._diagnostics)
+        self.diagnostics = NodeDiagnostics(self)
+        self.diagnostics.add('robot agent', self._diagnostics)
         self.create_timer(1.0, self.diagnostics.publish)
         self.create_timer(0.05, self._step)
         self._published = ''
-        if self.get_parameter('autostart').value:
-            self.agent.start(self.get_parameter('instruction').value, time.monotonic())
+        if self.cfg.autostart:
+            self.agent.start(self.cfg.instruction, time.monotonic())
 
     def _on_image(self, _msg) -> None:
         self._last_image = time.monotonic()
@@ -115,7 +112,7 @@ class AgentNode(Node):
 
     def _diagnostics(self):
         a = self.agent
-        level = rc.WARN if a.state == ABORTED else rc.OK
+        level = WARN if a.state == ABORTED else OK
         values = [
             ('state', a.state),
             ('reason', a.reason),

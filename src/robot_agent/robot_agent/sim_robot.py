@@ -11,26 +11,22 @@ from __future__ import annotations
 import time
 
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Bool
 from trajectory_msgs.msg import JointTrajectory
 
-from wam_core import ros_convert as rc
-from wam_core.sim import JOINT_NAMES, TabletopSim
+from wam_core.common.config import SimRobotParams
+from wam_sim.tabletop import JOINT_NAMES, TabletopSim
+from wam_util import convert, qos
 from wam_util.executors import run_node
+from wam_util.params import NodeParams
 
 
 class SimRobot(Node):
     def __init__(self, name: str = 'sim_robot', **kwargs):
         super().__init__(name, **kwargs)
-        self.declare_parameter('camera_hz', 30.0)
-        self.declare_parameter('image_size', 128)
-        self.declare_parameter('seed', 0)
-        self.sim = TabletopSim(
-            seed=int(self.get_parameter('seed').value),
-            image_size=int(self.get_parameter('image_size').value),
-        )
+        self.cfg = NodeParams(self, SimRobotParams).read()  # ConfigError names a bad parameter
+        self.sim = TabletopSim(seed=self.cfg.seed, image_size=self.cfg.image_size)
         self.camera_paused = False
         self.camera_frozen = False  # fault drills: republish the last frame with new stamps
         self.clock_offset_s = 0.0  # fault drills: a jumped clock on the robot's stamps
@@ -38,34 +34,31 @@ class SimRobot(Node):
         self.record = None  # a list to collect camera frames into (demo --gif)
         self.frames = 0
         self.rejected = 0
-        self._camera_period = 1.0 / self.get_parameter('camera_hz').value
+        self._camera_period = 1.0 / self.cfg.camera_hz
         self._next_frame = time.monotonic()
-        self._img_pub = self.create_publisher(Image, '/camera/image_raw', qos_profile_sensor_data)
-        self._js_pub = self.create_publisher(JointState, '/joint_states', qos_profile_sensor_data)
+        self._img_pub = self.create_publisher(Image, '/camera/image_raw', qos.SENSOR)
+        self._js_pub = self.create_publisher(JointState, '/joint_states', qos.SENSOR)
         self.create_subscription(
-            JointTrajectory, '/arm_controller/joint_trajectory', self._on_trajectory, 10
+            JointTrajectory, '/arm_controller/joint_trajectory', self._on_trajectory, qos.EVENTS
         )
         self.create_subscription(
-            Bool,
-            '/safety/stop',
-            lambda m: self.sim.set_stop(bool(m.data)),
-            QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL),
+            Bool, '/safety/stop', lambda m: self.sim.set_stop(bool(m.data)), qos.LATCHED
         )
-        self._success_pub = self.create_publisher(Bool, '/sim/task_success', 10)
+        self._success_pub = self.create_publisher(Bool, '/sim/task_success', qos.EVENTS)
         self._last = time.monotonic()
         self.create_timer(0.01, self._step)
         self.create_timer(0.1, lambda: self._success_pub.publish(Bool(data=self.sim.success())))
 
     def _on_trajectory(self, msg: JointTrajectory) -> None:
         try:
-            stamp_ns = rc.stamp_to_ns(msg.header.stamp)
+            stamp_ns = convert.stamp_to_ns(msg.header.stamp)
             # header.stamp (wall clock) onto sim time; a zero stamp means "now" (start_time 0)
             start = (
                 max(self.sim.time + (stamp_ns - time.time_ns()) * 1e-9, 1e-9) if stamp_ns else 0.0
             )
-            times = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points]
+            times = convert.trajectory_times(msg)
             self.sim.command(
-                msg.joint_names, [list(p.positions) for p in msg.points], times, start_time=start
+                msg.joint_names, convert.trajectory_positions(msg), times, start_time=start
             )
         except (ValueError, IndexError) as exc:
             self.rejected += 1
@@ -75,7 +68,7 @@ class SimRobot(Node):
         now = time.monotonic()
         self.sim.step(min(now - self._last, 0.05))  # real time; never more than 50 ms at once
         self._last = now
-        stamp = rc.ns_to_stamp(time.time_ns() + int(self.clock_offset_s * 1e9))
+        stamp = convert.ns_to_stamp(time.time_ns() + int(self.clock_offset_s * 1e9))
         js = JointState(
             name=list(JOINT_NAMES),
             position=self.sim.joint_positions().tolist(),

@@ -1,11 +1,12 @@
 """Bring up the stack on the simulated robot: one process (default) or several.
 
-    stack [--mode single|multi] [--robot sim|synthetic] [--duration S] [--config config/wam.yaml] [--json OUT]
+    stack [--mode single|multi] [--robot sim|synthetic] [--duration S] [--config FILE] [--json OUT]
 
-single: every node on one MultiThreadedExecutor, in-process representation cache.
+single: every node on one executor, in-process representation cache.
 multi:  world and action experts as their own processes sharing the POSIX
         shared-memory cache; this process runs the robot source and the monitor.
-Prints one live status line and a summary table; --json writes the figures.
+Prints one live status line and a summary table; --json writes the figures. Every
+figure comes from the nodes' typed statuses, the same values rqt shows.
 """
 
 from __future__ import annotations
@@ -22,20 +23,31 @@ import rclpy
 import rclpy.executors
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile
 from std_msgs.msg import Bool
 from trajectory_msgs.msg import JointTrajectory
 
-from wam_core.config import load_stack_config
-from wam_core.latency import LatencyWindow
-from wam_core.repr_cache import InProcessCache
+from wam_core.cache.inprocess import InProcessCache
+from wam_core.common.config import ActionExpertParams, WorldExpertParams
+from wam_core.common.params import load_params
+from wam_core.common.paths import default_config, resolve_path
+from wam_core.serving.latency import LatencyWindow
+from wam_interfaces.msg import (
+    ActionExpertStatus,
+    SafetyGateStatus,
+    TaskManagerStatus,
+    WorldExpertStatus,
+)
+from wam_util import convert, qos
 from wam_util.executors import bring_up, make_executor, spin_slice
 
 from .synthetic_robot import SyntheticRobot
 
+NAN = float('nan')
+
 
 class Monitor(Node):
-    """Watches what a user would: raw chunks and /diagnostics."""
+    """Watches what a user would: raw chunks, forwarded chunks, the safety stop, the
+    nodes' typed statuses, and the level and message of every /diagnostics status."""
 
     def __init__(self):
         super().__init__('stack_monitor')
@@ -45,21 +57,26 @@ class Monitor(Node):
         self.last_full_chunk = None  # the latest real chunk (a hold has one point)
         self.arrival = LatencyWindow(20000)
         self._last = None
-        self.diag: dict[str, dict[str, str]] = {}
-        self.levels: dict[str, int] = {}
+        self.levels: dict[str, int] = {}  # /diagnostics status name -> level
+        self.messages: dict[str, str] = {}  # /diagnostics status name -> message
         self.forwarded = 0
         self.safety_stop = False
-        self.create_subscription(JointTrajectory, '/action_expert/raw_chunk', self._on_chunk, 50)
-        self.create_subscription(
-            JointTrajectory, '/arm_controller/joint_trajectory', self._on_forwarded, 50
-        )
-        self.create_subscription(
-            Bool,
-            '/safety/stop',
-            self._on_stop,
-            QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL),
-        )
-        self.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, 50)
+        self.world: WorldExpertStatus | None = None
+        self.action: ActionExpertStatus | None = None
+        self.gate: SafetyGateStatus | None = None
+        self.task: TaskManagerStatus | None = None
+        sub = self.create_subscription
+        sub(JointTrajectory, '/action_expert/raw_chunk', self._on_chunk, 50)
+        sub(JointTrajectory, '/arm_controller/joint_trajectory', self._on_forwarded, 50)
+        sub(Bool, '/safety/stop', self._on_stop, qos.LATCHED)
+        sub(DiagnosticArray, '/diagnostics', self._on_diag, 50)
+        sub(WorldExpertStatus, '/world_expert/status', self._keep('world'), qos.EVENTS)
+        sub(ActionExpertStatus, '/action_expert/status', self._keep('action'), qos.EVENTS)
+        sub(SafetyGateStatus, '/harness/gate_status', self._keep('gate'), qos.EVENTS)
+        sub(TaskManagerStatus, '/harness/task_status', self._keep('task'), qos.EVENTS)
+
+    def _keep(self, attr: str):
+        return lambda msg: setattr(self, attr, msg)
 
     def _on_chunk(self, msg: JointTrajectory) -> None:
         t = time.perf_counter()
@@ -81,15 +98,13 @@ class Monitor(Node):
 
     def _on_diag(self, msg: DiagnosticArray) -> None:
         for st in msg.status:
-            self.diag[st.name] = {kv.key: kv.value for kv in st.values}
-            self.diag[st.name]['_message'] = st.message
-            self.levels[st.name] = st.level[0] if isinstance(st.level, bytes) else int(st.level)
+            self.levels[st.name] = convert.status_level(st)
+            self.messages[st.name] = st.message
 
-    def find(self, suffix: str) -> dict[str, str]:
-        for name, values in self.diag.items():
-            if name.endswith(suffix):
-                return values
-        return {}
+
+def _latency(status, stage: str, field: str) -> float:
+    s = None if status is None else convert.latency_of(status.latency, stage)
+    return NAN if s is None or s.samples == 0 else float(getattr(s, field))
 
 
 def _die_with_parent() -> None:
@@ -98,14 +113,6 @@ def _die_with_parent() -> None:
 
     PR_SET_PDEATHSIG = 1
     ctypes.CDLL('libc.so.6', use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def diagnostic_value(values: dict[str, str], key: str) -> float:
-    """A number from a diagnostic status's key/values; NaN when absent or not a number."""
-    try:
-        return float(values.get(key, 'nan'))
-    except ValueError:
-        return float('nan')
 
 
 class Stack:
@@ -171,10 +178,12 @@ class Stack:
         from harness_node.node import HarnessNode
         from world_expert_node.node import WorldExpertNode
 
-        cfg = load_stack_config(self.config) if self.config else None
-        cache = InProcessCache(
-            cfg.repr_cache.capacity if cfg else 512, cfg.repr_cache.ttl_ms if cfg else 50.0, ''
+        cfg = (
+            load_params(self.config, 'world_expert', WorldExpertParams)
+            if self.config
+            else WorldExpertParams()
         )
+        cache = InProcessCache(cfg.repr_cache.capacity, cfg.repr_cache.ttl_ms, '')
         self.cache = cache
         self.world = WorldExpertNode(cache=cache)
         self.action = ActionExpertNode(cache=cache)
@@ -242,57 +251,59 @@ class Stack:
     @property
     def trained(self) -> bool:
         """Whether the action expert's manifest says its weights were trained."""
-        from wam_core.config import resolve_path
-        from wam_core.manifest import read_manifest
+        from wam_core.models.manifest import read_manifest
 
-        cfg = load_stack_config(self.config) if self.config else None
-        path = resolve_path(cfg.experts.action.model_dir if cfg else 'models/action_expert')
+        cfg = (
+            load_params(self.config, 'action_expert', ActionExpertParams)
+            if self.config
+            else ActionExpertParams()
+        )
         try:
-            return bool(read_manifest(path).extra.get('trained', False))
+            return bool(read_manifest(resolve_path(cfg.model_dir)).extra.get('trained', False))
         except Exception:
             return False
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        """Until chunks flow and both experts report on /diagnostics."""
+        """Until chunks flow and both experts report their status."""
         end = time.monotonic() + timeout
 
         def ready():
-            return (
-                self.monitor.chunks > 0
-                and self.monitor.find(': action expert')
-                and self.monitor.find(': world expert')
-            )
+            m = self.monitor
+            return m.chunks > 0 and m.action is not None and m.world is not None
 
         while not ready() and time.monotonic() < end:
             self.spin_for(0.1)
         if not ready():
-            raise RuntimeError(f'no chunks and diagnostics within {timeout} s of bring-up')
+            raise RuntimeError(f'no chunks and expert statuses within {timeout} s of bring-up')
 
     def stats(self) -> dict[str, float]:
-        """Figures from the action expert's and world expert's /diagnostics."""
-        a, w = self.monitor.find(': action expert'), self.monitor.find(': world expert')
-        v = diagnostic_value
+        """Figures from the experts' latest typed statuses (NaN before the first)."""
+        a, w = self.monitor.action, self.monitor.world
+
+        def of(status, field: str) -> float:
+            return NAN if status is None else float(getattr(status, field))
+
         return {
-            'ticks': v(a, 'ticks'),
-            'chunks': v(a, 'chunks'),
-            'degraded_ticks': v(a, 'degraded ticks'),
-            'cache_hit_rate': v(a, 'cache hit rate'),
-            'tick_p50': v(a, 'tick p50 ms'),
-            'tick_p99': v(a, 'tick p99 ms'),
-            'tick_max': v(a, 'tick max ms'),
-            'forward_p50': v(a, 'forward p50 ms'),
-            'forward_p99': v(a, 'forward p99 ms'),
-            'period_p50': v(a, 'period p50 ms'),
-            'period_p99': v(a, 'period p99 ms'),
-            'period_max': v(a, 'period max ms'),
-            'frames': v(w, 'frames'),
-            'world_calls': v(w, 'world calls'),
-            'calls_per_frame': v(w, 'world calls per distinct frame'),
-            'encode_p50': v(w, 'encode p50 ms'),
-            'camera_hz': v(w, 'camera rate Hz'),
-            'chunk_hz': v(a, 'chunk rate Hz'),
-            'obs_to_action_p50': v(a, 'obs_to_action p50 ms'),
-            'obs_to_action_p99': v(a, 'obs_to_action p99 ms'),
+            'ticks': of(a, 'ticks'),
+            'chunks': of(a, 'chunks'),
+            'degraded_ticks': of(a, 'degraded_ticks'),
+            'cache_hit_rate': of(a, 'cache_hit_rate'),
+            'tick_p50': _latency(a, 'tick', 'p50_ms'),
+            'tick_p99': _latency(a, 'tick', 'p99_ms'),
+            'tick_max': _latency(a, 'tick', 'max_ms'),
+            'forward_p50': _latency(a, 'forward', 'p50_ms'),
+            'forward_p99': _latency(a, 'forward', 'p99_ms'),
+            'period_p50': _latency(a, 'period', 'p50_ms'),
+            'period_p99': _latency(a, 'period', 'p99_ms'),
+            'period_max': _latency(a, 'period', 'max_ms'),
+            'frames': of(w, 'frames'),
+            'world_calls': of(w, 'world_calls'),
+            'calls_per_frame': of(w, 'calls_per_distinct_frame'),
+            'encode_p50': _latency(w, 'encode', 'p50_ms'),
+            'camera_hz': of(w, 'camera_rate_hz'),
+            'chunk_hz': of(a, 'chunk_rate_hz'),
+            'obs_to_action_p50': _latency(a, 'obs_to_action', 'p50_ms'),
+            'obs_to_action_p99': _latency(a, 'obs_to_action', 'p99_ms'),
         }
 
     def shutdown(self) -> None:
@@ -321,26 +332,24 @@ class Stack:
 
 def status_line(stack: Stack) -> str:
     s = stack.stats()
-    a = stack.monitor.find(': action expert')
-    state = a.get('_message', 'starting')
-    h = stack.monitor.find(': safety gate')
-    safety = (
-        ('STOP: ' + h.get('_message', '').replace('safety stop: ', ''))
-        if stack.monitor.safety_stop
-        else 'ok'
-    )
+    m = stack.monitor
+    state = m.action.message if m.action is not None else 'starting'
+    gate_reason = m.gate.stop_reason if m.gate is not None else ''
+    safety = f'STOP: {gate_reason}' if m.safety_stop else 'ok'
     agent = f'agent {stack.agent.agent.state} | ' if stack.agent is not None else ''
-    task = h.get('task', '')
+    task = m.task.task if m.task is not None else ''
     task = f'{task[:40]} | ' if task else ''
     return (
-        f'{agent}{task}world {s["camera_hz"]:4.1f} fps, calls/frame {s["calls_per_frame"]:.2f} | chunks {stack.monitor.chunks}'
-        f' holds {stack.monitor.holds} | tick p99 {s["tick_p99"]:5.2f} ms | period p99 {s["period_p99"]:5.2f} ms'
-        f' | cache hit {s["cache_hit_rate"] * 100:5.1f}% | {state} | safety {safety}'
+        f'{agent}{task}world {s["camera_hz"]:4.1f} fps, calls/frame {s["calls_per_frame"]:.2f}'
+        f' | chunks {m.chunks} holds {m.holds} | tick p99 {s["tick_p99"]:5.2f} ms'
+        f' | period p99 {s["period_p99"]:5.2f} ms | cache hit {s["cache_hit_rate"] * 100:5.1f}%'
+        f' | {state} | safety {safety}'
     )
 
 
 def print_summary(stack: Stack, seconds: float) -> None:
     s = stack.stats()
+    gate = stack.monitor.gate
     rows = []
     if stack.agent is not None:
         a = stack.agent.agent
@@ -374,8 +383,8 @@ def print_summary(stack: Stack, seconds: float) -> None:
         ('chunks', f'{s["chunks"]:.0f}'),
         ('degraded ticks (holds)', f'{s["degraded_ticks"]:.0f}'),
         ('chunks forwarded to the arm', f'{stack.monitor.forwarded}'),
-        ('clamped points', stack.monitor.find(': safety gate').get('clamped points', '?')),
-        ('safety stops', stack.monitor.find(': safety gate').get('safety stops', '?')),
+        ('clamped points', gate.clamped_points if gate is not None else '?'),
+        ('safety stops', gate.safety_stops if gate is not None else '?'),
         ('cache hit rate', f'{s["cache_hit_rate"]:.3f}'),
         (
             'tick ms p50 / p99 / max',
@@ -440,7 +449,7 @@ def main(argv=None) -> int:
         help='seconds at most after bring-up; the demo ends earlier when the agent is done',
     )
     ap.add_argument('--instruction', default='put the red apple in the fridge')
-    ap.add_argument('--config', default=os.environ.get('WAM_CONFIG', 'config/wam.yaml'))
+    ap.add_argument('--config', default=None, help='parameter file (default: config/wam.yaml)')
     ap.add_argument('--camera-hz', type=float, default=30.0)
     ap.add_argument(
         '--static-scene', action='store_true', help='synthetic robot: the same frame forever'
@@ -456,6 +465,7 @@ def main(argv=None) -> int:
     ap.add_argument('--gif', help='write the camera view as an animated GIF (sim robot)')
     ap.add_argument('--histogram', help='write a tick-latency histogram PNG (single-process mode)')
     args = ap.parse_args(argv)
+    args.config = args.config or default_config()
     if not os.path.exists(args.config):
         ap.error(f'config file {args.config} not found')
     tty = sys.stdout.isatty()

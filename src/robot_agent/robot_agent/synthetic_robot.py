@@ -5,54 +5,44 @@ from __future__ import annotations
 import time
 
 from rclpy.node import Node
-from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 
-from wam_core import ros_convert as rc
-from wam_core.config import DEFAULT_JOINT_NAMES
-from wam_core.synthetic import SyntheticScene
+from wam_core.common.config import SyntheticRobotParams
+from wam_sim.synthetic import SyntheticScene
+from wam_util import convert, qos
 from wam_util.executors import run_node
+from wam_util.params import NodeParams
 
 
 class SyntheticRobot(Node):
     def __init__(self, name: str = 'synthetic_robot', **kwargs):
         super().__init__(name, **kwargs)
-        self.declare_parameter('camera_hz', 30.0)
-        self.declare_parameter('joint_state_hz', 100.0)
-        self.declare_parameter('image_size', 128)
-        self.declare_parameter('static_scene', False)
-        self.declare_parameter('seed', 0)
-        self.declare_parameter('control.joint_names', list(DEFAULT_JOINT_NAMES))
-        self.joint_names = list(self.get_parameter('control.joint_names').value)
-        size = int(self.get_parameter('image_size').value)
-        self.scene = SyntheticScene(
-            size,
-            len(self.joint_names),
-            int(self.get_parameter('seed').value),
-            bool(self.get_parameter('static_scene').value),
-        )
+        self.cfg = cfg = NodeParams(self, SyntheticRobotParams).read()
+        self.joint_names = list(cfg.robot.joint_names)
+        size = cfg.image_size
+        self.scene = SyntheticScene(size, len(self.joint_names), cfg.seed, cfg.static_scene)
         self._grippers = [i for i, n in enumerate(self.joint_names) if 'gripper' in n]
         self.frames = 0
         self._t0 = time.monotonic()
-        self._img_pub = self.create_publisher(Image, '/camera/image_raw', qos_profile_sensor_data)
-        self._js_pub = self.create_publisher(JointState, '/joint_states', qos_profile_sensor_data)
+        self._img_pub = self.create_publisher(Image, '/camera/image_raw', qos.SENSOR)
+        self._js_pub = self.create_publisher(JointState, '/joint_states', qos.SENSOR)
         self.camera_paused = False
-        self.create_timer(1.0 / self.get_parameter('camera_hz').value, self._publish_frame)
-        self.create_timer(1.0 / self.get_parameter('joint_state_hz').value, self._publish_joints)
+        self.create_timer(1.0 / cfg.camera_hz, self._publish_frame)
+        self.create_timer(1.0 / cfg.joint_state_hz, self._publish_joints)
         self._img = Image(height=size, width=size, encoding='rgb8', step=3 * size, is_bigendian=0)
         self._img.header.frame_id = 'camera_optical_frame'
 
     def _publish_frame(self) -> None:
         if self.camera_paused:  # a stalled camera, for tests and fault drills
             return
-        self._img.header.stamp = rc.ns_to_stamp(time.time_ns())
+        self._img.header.stamp = convert.ns_to_stamp(time.time_ns())
         self._img.data = self.scene.frame(self.frames).tobytes()
         self._img_pub.publish(self._img)
         self.frames += 1
 
     def _publish_joints(self) -> None:
         msg = JointState()
-        msg.header.stamp = rc.ns_to_stamp(time.time_ns())
+        msg.header.stamp = convert.ns_to_stamp(time.time_ns())
         msg.name = self.joint_names
         q = self.scene.joints(time.monotonic() - self._t0)
         for i in self._grippers:  # prismatic fingers: keep within 0..0.04 m

@@ -1,38 +1,26 @@
-"""The action expert's parts that need no training: forward kinematics and the chunk bounds."""
+"""The action expert's parts that need no training: the chunk bounds, its declared input."""
 
-import numpy as np
 import torch
 
-from wam_core.action_expert import (
+from wam_core.common.robot import TABLETOP_ARM
+from wam_core.models.action_expert import (
     ActionExpert,
     ActionExpertConfig,
     SceneState,
     default_delta_scale,
-    tcp_position,
 )
-from wam_core.diagnose import TcpKinematics
-from wam_core.sim import JOINT_NAMES, TABLE_Z
-
-
-def test_torch_forward_kinematics_matches_the_simulated_arm():
-    cfg = ActionExpertConfig()
-    rng = np.random.default_rng(0)
-    q = rng.uniform(-1.5, 1.5, (20, 7))
-    fk = TcpKinematics()
-    tcp = tcp_position(torch.from_numpy(q), cfg.arm_chain, cfg.tcp_offset).numpy()
-    for qi, ti in zip(q, tcp):
-        # the sim's world frame puts the robot base on the table top
-        assert np.allclose(ti + [0.0, 0.0, TABLE_Z], fk(qi), atol=1e-6)
 
 
 def test_chunks_start_from_the_joint_state_and_stay_within_the_bound():
     torch.manual_seed(0)
-    model = ActionExpert(ActionExpertConfig(delta_scale=default_delta_scale(JOINT_NAMES))).eval()
+    model = ActionExpert(
+        ActionExpertConfig(delta_scale=default_delta_scale(TABLETOP_ARM.joint_names))
+    ).eval()
     with torch.no_grad():
         for p in model.mlp[-1].parameters():
             p.normal_(0.0, 5.0)  # saturate the tanh: the bound must still hold
         q = torch.rand(4, 7) - 0.5
-        rep = torch.randn(4, 65, 192)
+        rep = torch.randn(4, *model.representation_shape)
         chunk = model.decode(model.prepare(rep), q, torch.zeros(4, 384))
         assert chunk.shape == (4, 16, 7)
         delta = (chunk - q[:, None]).abs()
@@ -45,3 +33,11 @@ def test_chunks_start_from_the_joint_state_and_stay_within_the_bound():
             model.decode(scene, q, torch.zeros(4, 384)),
             model.decode(moved, q, torch.zeros(4, 384)),
         )
+
+
+def test_the_declared_representation_shape_is_the_default_world_experts():
+    from wam_core.models.world_expert import default_world_config, representation_tokens
+
+    world = default_world_config()
+    model = ActionExpert(ActionExpertConfig(repr_tokens=representation_tokens(world)))
+    assert model.representation_shape == (65, world.hidden_size)

@@ -1,8 +1,9 @@
-from wam_core.agent import ABORTED, ACT, DONE, OBSERVE, PERCEIVE, PLAN, Agent, AgentConfig
+from wam_core.agent.task_cycle import ABORTED, ACT, DONE, OBSERVE, PERCEIVE, PLAN, Agent
+from wam_core.common.config import AgentParams
 
 
 def test_happy_path_goes_through_every_state():
-    a = Agent(AgentConfig(observe_s=0.5))
+    a = Agent(AgentParams(observe_s=0.5))
     a.start('put the red apple in the fridge', 0.0)
     assert a.state == PERCEIVE and a.step(0.1) is None
     assert a.step(0.2, perception_ok=True) == 'send_goal' and a.state == PLAN
@@ -18,7 +19,7 @@ def test_happy_path_goes_through_every_state():
 
 
 def test_retry_then_abort_with_reasons():
-    a = Agent(AgentConfig(max_attempts=2, observe_s=0.0))
+    a = Agent(AgentParams(max_attempts=2, observe_s=0.0))
     a.start('x', 0.0)
     a.step(0.1, perception_ok=True)
     a.step(0.2, goal_accepted=True)
@@ -31,11 +32,11 @@ def test_retry_then_abort_with_reasons():
 
 
 def test_timeouts_abort():
-    a = Agent(AgentConfig(perceive_timeout_s=1.0))
+    a = Agent(AgentParams(perceive_timeout_s=1.0))
     a.start('x', 0.0)
     a.step(2.0)
     assert a.state == ABORTED and 'perception' in a.reason
-    b = Agent(AgentConfig(plan_timeout_s=1.0))
+    b = Agent(AgentParams(plan_timeout_s=1.0))
     b.start('x', 0.0)
     b.step(0.1, perception_ok=True)
     b.step(1.5)

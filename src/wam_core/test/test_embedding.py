@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from wam_core.embedding import DIM, SubtaskEmbedder
+from wam_core.planning.embedding import DIM, SubtaskEmbedder
 
 
 @pytest.fixture(scope='module')

@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from wam_core.image import ImageError, Preprocessor, fingerprint, frame_to_array
+from wam_core.models.preprocess import Preprocessor
+from wam_core.serving.image import ImageError, fingerprint, frame_to_array
 
 
 def _frame(h=4, w=5, pad=0):

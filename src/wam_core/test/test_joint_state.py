@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from wam_core.joint_state import JointStateError, JointStateMapper
+from wam_core.control.joint_state import JointStateError, JointStateMapper
 
 
 def test_reorders_and_ignores_extra_joints():

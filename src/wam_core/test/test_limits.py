@@ -7,14 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wam_core.limits import (
-    ChunkRejected,
-    ClampGate,
-    CommandTracker,
-    JointLimit,
-    check_trajectory,
-    limits_from_dict,
-)
+from wam_core.common.robot import JointLimit, limits_from_dict
+from wam_core.control.command_tracker import CommandTracker
+from wam_core.control.limits import ChunkRejected, ClampGate, check_trajectory
 
 NAMES = ['j1', 'j2', 'j3']
 LIMITS = {

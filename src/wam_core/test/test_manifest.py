@@ -4,9 +4,9 @@ import shutil
 
 import pytest
 
-from wam_core.action_expert import load_action_expert
-from wam_core.manifest import ManifestError, read_manifest, verify_manifest
-from wam_core.world_expert import WorldExpert
+from wam_core.models.action_expert import load_action_expert
+from wam_core.models.manifest import ManifestError, read_manifest, verify_manifest
+from wam_core.models.world_expert import WorldExpert
 
 
 def _copy(src, tmp_path, name):

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from wam_core.plan import PlanError
-from wam_core.planner_llm import CircuitBreaker, FallbackPlanner, LLMError, LLMPlanner
-from wam_core.planner_rules import RulePlanner
+from wam_core.planning.llm import CircuitBreaker, FallbackPlanner, LLMError, LLMPlanner
+from wam_core.planning.plan import PlanError
+from wam_core.planning.rules import RulePlanner
 
 VALID = {
     'subtasks': [

@@ -2,8 +2,8 @@
 
 import pytest
 
-from wam_core.plan import MAX_INSTRUCTION, PLAN_SCHEMA, PlanError, validate_plan
-from wam_core.planner_rules import RulePlanner
+from wam_core.planning.plan import MAX_INSTRUCTION, PLAN_SCHEMA, PlanError, validate_plan
+from wam_core.planning.rules import RulePlanner
 
 PUT_APPLE_FRIDGE = (
     'perceive; locate red apple; grasp red apple; transport red apple>fridge; '
@@ -44,12 +44,14 @@ TABLE = [
     ('approach the red box', 'perceive; navigate red box'),
     (
         'open the fridge, put the red apple in the fridge and close the fridge',
-        'perceive; locate fridge; open fridge; locate red apple; grasp red apple; transport red apple>fridge; '
+        'perceive; locate fridge; open fridge; locate red apple; grasp red apple; '
+        'transport red apple>fridge; '
         'place red apple>fridge; release red apple; close fridge',
     ),
     (
         'pick up the blue cube and put it on the plate',
-        'perceive; locate blue cube; grasp blue cube; transport blue cube>plate; place blue cube>plate; '
+        'perceive; locate blue cube; grasp blue cube; transport blue cube>plate; '
+        'place blue cube>plate; '
         'release blue cube',
     ),
     (
@@ -75,7 +77,8 @@ TABLE = [
     ),
     (
         '打开冰箱，把红色苹果放进冰箱，然后关上冰箱',
-        'perceive; locate fridge; open fridge; locate red apple; grasp red apple; transport red apple>fridge; '
+        'perceive; locate fridge; open fridge; locate red apple; grasp red apple; '
+        'transport red apple>fridge; '
         'place red apple>fridge; release red apple; close fridge',
     ),
 ]

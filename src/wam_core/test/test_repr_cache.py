@@ -10,16 +10,9 @@ import uuid
 import numpy as np
 import pytest
 
-from wam_core.repr_cache import (
-    MISS,
-    STALE,
-    VERSION,
-    CacheError,
-    InProcessCache,
-    ShmRingReader,
-    ShmRingWriter,
-    shm_path,
-)
+from wam_core.cache.inprocess import InProcessCache
+from wam_core.cache.protocol import MISS, STALE, VERSION, CacheError
+from wam_core.cache.shm import ShmRingReader, ShmRingWriter, shm_path
 
 FP = 'ab' * 16
 SHAPE = (65, 192)

@@ -1,4 +1,6 @@
-from wam_core.safety import ERROR, OK, STALE, WARN, SafetyConfig, SafetyMonitor, node_of
+from wam_core.common.config import SafetyConfig
+from wam_core.common.status import ERROR, OK, STALE, WARN
+from wam_core.control.safety import SafetyMonitor, node_of
 
 CFG = SafetyConfig(
     required_nodes=['world_expert', 'action_expert'],
@@ -17,10 +19,9 @@ def _started(now=0.0):
 
 
 def _ok(m, now):
-    m.on_status('world_expert: world expert', OK, 'encoding', {'model version': 'v1'}, now)
-    m.on_status(
-        'action_expert: action expert', OK, 'serving', {'world version accepted': 'v1'}, now
-    )
+    m.on_status('world_expert: world expert', OK, 'encoding', now)
+    m.on_status('action_expert: action expert', OK, 'serving', now)
+    m.on_versions(now, world='v1', accepted='v1')
     m.on_chunk(now)
 
 
@@ -31,7 +32,7 @@ def test_node_of():
 def test_error_from_required_node_stops_and_holdoff_clears():
     m = _started()
     assert not m.evaluate(0.05) and not m.stopped
-    assert m.on_status('action_expert: action expert', ERROR, 'boom', {}, 0.1)
+    assert m.on_status('action_expert: action expert', ERROR, 'boom', 0.1)
     assert m.stopped and 'ERROR' in m.reason
     t = 0.1
     while t < 2.05:  # all OK, chunks every 50 ms
@@ -48,34 +49,34 @@ def test_error_from_required_node_stops_and_holdoff_clears():
 
 def test_warn_and_unrequired_nodes_do_not_stop():
     m = _started()
-    m.on_status('world_expert: world expert', WARN, 'slow camera', {}, 0.01)
-    m.on_status('other_node: thing', ERROR, 'not ours', {}, 0.01)
+    m.on_status('world_expert: world expert', WARN, 'slow camera', 0.01)
+    m.on_status('other_node: thing', ERROR, 'not ours', 0.01)
     m.on_chunk(0.01)
     assert not m.evaluate(0.02) and not m.stopped
 
 
 def test_stale_silence_and_chunk_silence_stop():
     m = _started()
-    assert m.on_status('world_expert: world expert', STALE, '', {}, 0.01)
+    assert m.on_status('world_expert: world expert', STALE, '', 0.01)
     m2 = _started()
     assert m2.evaluate(0.15) and 'no action chunk' in m2.reason
     m3 = _started()
     for t in range(1, 40):
         m3.on_chunk(t * 0.1)
-        m3.on_status('action_expert: action expert', OK, '', {}, t * 0.1)
+        m3.on_status('action_expert: action expert', OK, '', t * 0.1)
     m3.evaluate(3.95)
     assert m3.stopped and 'world_expert silent' in m3.reason
 
 
 def test_version_mismatch_is_an_error():
     m = _started()
-    assert m.on_status('world_expert: world expert', OK, '', {'model version': 'v2'}, 0.01)
+    assert m.on_versions(0.01, world='v2')
     assert 'version mismatch' in m.reason
 
 
 def test_reset_only_when_ok():
     m = _started()
-    m.on_status('action_expert: action expert', ERROR, 'boom', {}, 0.01)
+    m.on_status('action_expert: action expert', ERROR, 'boom', 0.01)
     ok, msg = m.reset(0.02)
     assert not ok and 'boom' in msg and m.stopped
     _ok(m, 0.03)

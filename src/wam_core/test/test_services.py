@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from wam_core.action_expert import load_action_expert
-from wam_core.action_service import ActionTicker, Descriptor
-from wam_core.image import ImageError
-from wam_core.repr_cache import InProcessCache
-from wam_core.synthetic import SyntheticScene
-from wam_core.world_expert import WorldExpert
-from wam_core.world_service import FrameEncoder
+from wam_core.cache.inprocess import InProcessCache
+from wam_core.models.action_expert import load_action_expert
+from wam_core.models.world_expert import WorldExpert
+from wam_core.serving.action_ticker import ActionTicker, Descriptor
+from wam_core.serving.frame_encoder import FrameEncoder
+from wam_core.serving.image import ImageError
+from wam_sim.synthetic import SyntheticScene
 
 
 @pytest.fixture(scope='module')

@@ -7,13 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from wam_core.action_expert import load_action_expert
-from wam_core.manifest import read_manifest
-from wam_core.world_expert import WorldExpert
+from wam_core.common.paths import workspace_root
+from wam_core.models.action_expert import load_action_expert
+from wam_core.models.manifest import read_manifest
+from wam_core.models.world_expert import WorldExpert
 
-ROOT = os.environ.get('WAM_ROOT') or os.path.abspath(
-    os.path.join(os.path.dirname(__file__), '..', '..', '..')
-)
+ROOT = workspace_root()
 MODELS = os.path.join(ROOT, 'models')
 SAMPLE = os.path.join(MODELS, 'training', 'reference_sample.npz')
 

@@ -18,9 +18,8 @@ def test_status_name_level_and_values():
         node = rclpy.create_node('thing')
         got = []
         node.create_subscription(DiagnosticArray, '/diagnostics', got.append, 10)
-        diag = NodeDiagnostics(
-            node, 'my task', lambda: (2, 'broken', [('rate Hz', 49.5), ('count', 3)])
-        )
+        diag = NodeDiagnostics(node)
+        diag.add('my task', lambda: (2, 'broken', [('rate Hz', 49.5), ('count', 3)]))
         ex = make_executor()
         ex.add_node(node)
         end = time.monotonic() + 5

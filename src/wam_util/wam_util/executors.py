@@ -17,6 +17,8 @@ from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.signals import SignalHandlerOptions
 from rclpy.task import Future
 
+from wam_core.common.params import ConfigError
+
 SLICE_S = 0.1
 
 
@@ -59,18 +61,24 @@ def bring_up(node) -> None:
 
 def run_node(node_factory, args=None, lifecycle: bool = False) -> None:
     """Process entry point: init, bring a lifecycle node up unless its ``autostart``
-    parameter is false (a launch file or lifecycle manager drives it), spin, clean up."""
+    parameter is false (a launch file or lifecycle manager drives it), spin, clean up.
+    A node whose parameters are invalid exits with status 2 and the reason."""
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     stop = _stop_on_signals()
-    node = node_factory()
+    try:
+        node = node_factory()
+    except ConfigError as exc:
+        rclpy.logging.get_logger('wam').fatal(f'invalid parameters: {exc}')
+        rclpy.try_shutdown()
+        raise SystemExit(2) from None
     executor = make_executor()
     executor.add_node(node)
     try:
-        if lifecycle:
-            if not node.has_parameter('autostart'):
-                node.declare_parameter('autostart', True)
-            if node.get_parameter('autostart').value:
-                bring_up(node)
+        # a node whose autostart parameter is invalid still comes up, to fail configure
+        # with the reason
+        autostart = not node.has_parameter('autostart') or node.get_parameter('autostart').value
+        if lifecycle and autostart:
+            bring_up(node)
         spin_until_shutdown(executor, stop)
     finally:
         release = getattr(node, 'release', None)

@@ -1,16 +1,87 @@
-"""Dataclass configs as ROS parameters: one declared parameter per leaf field."""
+"""A node's parameters from its schema: declared with descriptors, validated on read.
+
+``NodeParams(node, Schema)`` declares every leaf of the schema (``wam_core.common``)
+with a ParameterDescriptor (description, type, range, allowed values), so
+``ros2 param describe`` explains each one. A value of the wrong type or out of range
+in a parameter file does not crash the constructor: the error is kept, and ``read()``
+raises ConfigError naming the parameter, which a lifecycle node turns into a failed
+*configure* with that message.
+"""
 
 from __future__ import annotations
 
-from wam_core.config import StackConfig, flatten, stack_config_from_flat
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.exceptions import (
+    InvalidParameterTypeException,
+    InvalidParameterValueException,
+    ParameterUninitializedException,
+)
+from rclpy.parameter import Parameter
+
+from wam_core.common.params import REQUIRED, ConfigError, Leaf, from_flat, leaves
+
+_TYPES = {
+    bool: Parameter.Type.BOOL,
+    int: Parameter.Type.INTEGER,
+    float: Parameter.Type.DOUBLE,
+    str: Parameter.Type.STRING,
+    list: Parameter.Type.STRING_ARRAY,
+}
+JOINT_NAMES = 'robot.joint_names'
 
 
-def declare_stack_config(node) -> None:
-    for key, value in flatten(StackConfig()).items():
-        node.declare_parameter(key, value)
+def descriptor(leaf: Leaf) -> ParameterDescriptor:
+    """The ParameterDescriptor ``ros2 param describe`` shows for a schema leaf."""
+    spec = leaf.spec
+    d = ParameterDescriptor(description=spec.description, type=_TYPES[leaf.kind].value)
+    if spec.choices:
+        d.additional_constraints = 'one of: ' + ', '.join(spec.choices)
+    if spec.min is not None and spec.max is not None:
+        if leaf.kind is float:
+            d.floating_point_range = [
+                FloatingPointRange(from_value=float(spec.min), to_value=float(spec.max), step=0.0)
+            ]
+        elif leaf.kind is int:
+            d.integer_range = [
+                IntegerRange(from_value=int(spec.min), to_value=int(spec.max), step=0)
+            ]
+    return d
 
 
-def read_stack_config(node) -> StackConfig:
-    """Raises wam_core.config.ConfigError with the offending parameter named."""
-    names = flatten(StackConfig()).keys()
-    return stack_config_from_flat({k: node.get_parameter(k).value for k in names})
+class NodeParams:
+    """The schema's parameters, declared on ``node``; ``read()`` returns the schema."""
+
+    def __init__(self, node, schema: type):
+        self.node = node
+        self.schema = schema
+        self.errors: list[str] = []
+        # Per-joint blocks are named after the joints: declare the joint names first.
+        first = [leaf for leaf in leaves(schema) if leaf.name == JOINT_NAMES]
+        for leaf in first:
+            self._declare(leaf)
+        joints = None
+        if first and node.has_parameter(JOINT_NAMES):
+            joints = list(node.get_parameter(JOINT_NAMES).value)
+        self.leaves = leaves(schema, joints)
+        for leaf in self.leaves:
+            if leaf.name != JOINT_NAMES:
+                self._declare(leaf)
+
+    def _declare(self, leaf: Leaf) -> None:
+        value = _TYPES[leaf.kind] if leaf.default is REQUIRED else leaf.default
+        try:
+            self.node.declare_parameter(leaf.name, value, descriptor(leaf))
+        except (InvalidParameterTypeException, InvalidParameterValueException) as exc:
+            self.errors.append(f'parameter {leaf.name}: {exc}')
+
+    def read(self):
+        """The validated schema, or ConfigError naming every bad parameter."""
+        if self.errors:
+            raise ConfigError('; '.join(self.errors))
+        flat = {}
+        for leaf in self.leaves:
+            try:
+                flat[leaf.name] = self.node.get_parameter(leaf.name).value
+            except ParameterUninitializedException:
+                flat[leaf.name] = None  # from_flat says it is not set
+        return from_flat(self.schema, flat)

@@ -12,10 +12,10 @@ from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image
 
-from wam_core.default_models import write_default_models
-from wam_core.repr_cache import InProcessCache
-from wam_core.synthetic import SyntheticScene
+from wam_core.cache.inprocess import InProcessCache
+from wam_core.models.default_models import write_default_models
 from wam_interfaces.msg import RepresentationDescriptor
+from wam_sim.synthetic import SyntheticScene
 from wam_util.executors import make_executor, spin_slice
 from world_expert_node.node import WorldExpertNode
 
@@ -37,9 +37,9 @@ def _node(model_dir, cache):
     return WorldExpertNode(
         cache=cache,
         parameter_overrides=[
-            Parameter('experts.world.model_dir', value=model_dir),
-            Parameter('runtime.warmup_requests', value=2),
-            Parameter('runtime.precision', value='fp32'),
+            Parameter('model_dir', value=model_dir),
+            Parameter('warmup_requests', value=2),
+            Parameter('precision', value='fp32'),
         ],
     )
 

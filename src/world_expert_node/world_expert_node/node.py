@@ -1,7 +1,8 @@
 """World expert: /camera/image_raw -> encode once -> representation cache -> descriptor.
 
-A managed (lifecycle) node. configure: verify the manifest and load the model and
-the cache; activate: warm up, then subscribe; deactivate: stop taking frames.
+A managed (lifecycle) node. configure: read the parameters, verify the manifest and
+load the model and the cache; activate: warm up, then subscribe; deactivate: stop
+taking frames. Its typed status goes to ~/status with every /diagnostics report.
 """
 
 from __future__ import annotations
@@ -12,30 +13,34 @@ import time
 import torch
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
-from rclpy.qos import HistoryPolicy, QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 
-from wam_core import ros_convert as rc
-from wam_core.config import ConfigError, resolve_path
-from wam_core.image import ImageError
-from wam_core.joint_state import JointStateError, JointStateMapper
-from wam_core.latency import RateMeter
-from wam_core.manifest import ManifestError
-from wam_core.repr_cache import CacheError, open_cache_writer
-from wam_core.world_expert import WorldExpert, resolve_precision
-from wam_core.world_service import FrameEncoder
-from wam_interfaces.msg import RepresentationDescriptor
+from wam_core.cache.factory import open_cache_writer
+from wam_core.cache.protocol import CacheError
+from wam_core.common.config import WorldExpertParams
+from wam_core.common.params import ConfigError
+from wam_core.common.paths import resolve_path
+from wam_core.common.status import OK, WARN
+from wam_core.control.joint_state import JointStateError, JointStateMapper
+from wam_core.models.manifest import ManifestError
+from wam_core.models.precision import resolve_precision
+from wam_core.models.world_expert import WorldExpert
+from wam_core.serving.frame_encoder import FrameEncoder
+from wam_core.serving.image import ImageError
+from wam_core.serving.latency import RateMeter
+from wam_interfaces.msg import RepresentationDescriptor, WorldExpertStatus
+from wam_util import convert, qos
 from wam_util.diagnostics import NodeDiagnostics
 from wam_util.executors import run_node
-from wam_util.params import declare_stack_config, read_stack_config
+from wam_util.params import NodeParams
+from wam_util.status import TypedStatus
 
 
 class WorldExpertNode(LifecycleNode):
     def __init__(self, name: str = 'world_expert', cache=None, **kwargs):
         super().__init__(name, **kwargs)
-        declare_stack_config(self)
-        self.declare_parameter('camera_topic', '/camera/image_raw')
-        self.declare_parameter('expected_camera_hz', 30.0)
+        self.params = NodeParams(self, WorldExpertParams)
+        self.cfg: WorldExpertParams | None = None
         self._shared_cache = cache  # in-process bring-up passes the cache object
         self.cache = None
         self.expert = None
@@ -53,21 +58,24 @@ class WorldExpertNode(LifecycleNode):
         self._worker = None
         self._running = False
         self.dropped = 0
-        self.diagnostics = NodeDiagnostics(self, 'world expert', self._diagnostics)
+        self.diagnostics = NodeDiagnostics(self)
+        self.status = TypedStatus(
+            self, self.diagnostics, 'world expert', WorldExpertStatus, '~/status', self._status
+        )
 
     # lifecycle ----------------------------------------------------------------
     def on_configure(self, state: State) -> TransitionCallbackReturn:
         try:
-            self.cfg = read_stack_config(self)
-            torch.set_num_threads(self.cfg.runtime.num_threads)
-            model_dir = resolve_path(self.cfg.experts.world.model_dir)
-            self.expert = WorldExpert(model_dir, resolve_precision(self.cfg.runtime.precision))
+            self.cfg = cfg = self.params.read()
+            torch.set_num_threads(cfg.num_threads)
+            model_dir = resolve_path(cfg.model_dir)
+            self.expert = WorldExpert(model_dir, resolve_precision(cfg.precision))
             if self._shared_cache is not None:
                 self._shared_cache.set_model_version(self.expert.version)
                 self.cache = self._shared_cache
             else:
                 self.cache = open_cache_writer(
-                    self.cfg.repr_cache,
+                    cfg.repr_cache,
                     self.expert.version,
                     self.expert.shape,
                     logger=self.get_logger().warning,
@@ -78,12 +86,12 @@ class WorldExpertNode(LifecycleNode):
         self.encoder = FrameEncoder(
             self.expert,
             self.cache,
-            self.cfg.runtime.timeout_world_ms,
-            max_age_ms=self.cfg.repr_cache.ttl_ms,
+            cfg.timeout_ms,
+            max_age_ms=cfg.repr_cache.ttl_ms,
         )
-        self._joints = JointStateMapper(self.cfg.control.joint_names)
+        self._joints = JointStateMapper(cfg.robot.joint_names)
         self._pub = self.create_lifecycle_publisher(
-            RepresentationDescriptor, '/world_expert/representation', 10
+            RepresentationDescriptor, '/world_expert/representation', qos.EVENTS
         )
         self.get_logger().info(
             f'world expert {self.expert.manifest.name} version {self.expert.version} '
@@ -92,19 +100,14 @@ class WorldExpertNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:
-        mean_s = self.expert.warmup(self.cfg.runtime.warmup_requests)
-        qos = QoSProfile(
-            history=HistoryPolicy.KEEP_LAST,
-            depth=1,
-            reliability=qos_profile_sensor_data.reliability,
-            durability=qos_profile_sensor_data.durability,
-        )
+        mean_s = self.expert.warmup(self.cfg.warmup_requests)
         self._sub = self.create_subscription(
-            Image, self.get_parameter('camera_topic').value, self._on_image, qos
+            Image, self.cfg.camera_topic, self._on_image, qos.NEWEST_FRAME
         )
-        # joint motion tells a frozen camera (the same frame while the arm moves) from a static scene
+        # joint motion tells a frozen camera (the same frame while the arm moves) from a
+        # static scene
         self._js_sub = self.create_subscription(
-            JointState, '/joint_states', self._on_joint_state, qos_profile_sensor_data
+            JointState, '/joint_states', self._on_joint_state, qos.SENSOR
         )
         self.diagnostics.start()
         self._diag_timer = self.create_timer(
@@ -118,7 +121,7 @@ class WorldExpertNode(LifecycleNode):
         self.ready = True
         self.diagnostics.publish()  # report now: after a restart the harness waits on it
         self.get_logger().info(
-            f'ready: warm-up {self.cfg.runtime.warmup_requests} encodes, {mean_s * 1e3:.2f} ms each'
+            f'ready: warm-up {self.cfg.warmup_requests} encodes, {mean_s * 1e3:.2f} ms each'
         )
         return super().on_activate(state)
 
@@ -173,7 +176,7 @@ class WorldExpertNode(LifecycleNode):
                 msg.width,
                 msg.step,
                 msg.data,
-                rc.stamp_to_ns(msg.header.stamp),
+                convert.stamp_to_ns(msg.header.stamp),
             )
         except ImageError as exc:
             self.get_logger().warning(f'rejected camera frame: {exc}', throttle_duration_sec=1.0)
@@ -185,7 +188,7 @@ class WorldExpertNode(LifecycleNode):
             self._wake.notify()
 
     def _encode_loop(self) -> None:
-        torch.set_num_threads(self.cfg.runtime.num_threads)  # per-thread in OpenMP builds
+        torch.set_num_threads(self.cfg.num_threads)  # per-thread in OpenMP builds
         while True:
             with self._wake:
                 while self._pending is None and self._running:
@@ -199,7 +202,7 @@ class WorldExpertNode(LifecycleNode):
                 self.get_logger().error(f'encode failed: {exc!r}', throttle_duration_sec=1.0)
 
     def _encode(self, msg: Image) -> None:
-        stamp_ns = rc.stamp_to_ns(msg.header.stamp)
+        stamp_ns = convert.stamp_to_ns(msg.header.stamp)
         try:
             out = self.encoder.process(
                 msg.encoding, msg.height, msg.width, msg.step, msg.data, stamp_ns
@@ -219,32 +222,33 @@ class WorldExpertNode(LifecycleNode):
         if self._running:  # not while shutting down: the context may be gone
             self._pub.publish(d)
 
-    def _diagnostics(self):
+    def _status(self) -> WorldExpertStatus:
         enc = self.encoder
         rate = self._frame_rate.rate(time.monotonic())
-        expected = self.get_parameter('expected_camera_hz').value
-        level, message = rc.OK, 'encoding'
+        expected = self.cfg.expected_camera_hz
+        level, message = OK, 'encoding'
         if not self.ready:
-            level, message = rc.WARN, 'not active'
+            level, message = WARN, 'not active'
         elif rate < 0.5 * expected:
-            level, message = rc.WARN, f'camera at {rate:.1f} Hz, expected {expected:.0f} Hz'
-        enc_s = enc.timer.stages['encode'].summary()
-        values = [
-            ('model version', self.expert.version),
-            ('cache backend', self.cache.backend),
-            ('camera rate Hz', rate),
-            ('expected camera Hz', expected),
-            ('frames', enc.frames),
-            ('world calls', enc.world_calls),
-            ('cache hits (identical frames)', enc.hits),
-            ('world calls per distinct frame', enc.calls_per_frame()),
-            ('encode timeouts', enc.timeouts),
-            ('frames superseded before encode', self.dropped),
-            ('rejected frames', sum(enc.rejected.values())),
-        ]
-        values += [(f'rejected: {k}', v) for k, v in sorted(enc.rejected.items())]
-        values += rc.latency_values('encode', enc_s)
-        return level, message, values
+            level, message = WARN, f'camera at {rate:.1f} Hz, expected {expected:.0f} Hz'
+        return WorldExpertStatus(
+            level=level,
+            message=message,
+            active=self.ready,
+            model_version=self.expert.version,
+            cache_backend=self.cache.backend if self.cache is not None else '',
+            camera_rate_hz=rate,
+            expected_camera_hz=expected,
+            frames=enc.frames,
+            world_calls=enc.world_calls,
+            cache_hits=enc.hits,
+            calls_per_distinct_frame=enc.calls_per_frame(),
+            encode_timeouts=enc.timeouts,
+            frames_superseded=self.dropped,
+            rejected_frames=sum(enc.rejected.values()),
+            rejected=convert.reason_counts(enc.rejected),
+            latency=[convert.latency_stats(k, s) for k, s in enc.timer.summary().items()],
+        )
 
 
 def main(args=None) -> None:

@@ -1,0 +1,238 @@
+"""The clamping gate and the safety stop: the only road from the action expert to the robot.
+
+- Clamping gate: /action_expert/raw_chunk -> wam_core.control.limits.ClampGate ->
+  /arm_controller/joint_trajectory. Wrong joints or any NaN/inf rejects a chunk whole.
+- Safety stop: wam_core.control.safety.SafetyMonitor fed by /diagnostics levels, the
+  experts' model versions (their typed statuses), raw-chunk arrivals and a 100 Hz
+  watchdog. A stop latches /safety/stop = true (transient local), sends a hold at the
+  current joint positions and refuses chunks until everything is OK for the hold-off,
+  or /harness/reset (std_srvs/Trigger) is called while everything is OK.
+
+Every callback here is in the gate's own callback group and does bounded work; the
+task manager's planning and embedding never run in it (they run on the task
+manager's worker thread).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
+
+from wam_core.common.config import HarnessParams
+from wam_core.common.status import ERROR, OK
+from wam_core.control.command_tracker import CommandTracker
+from wam_core.control.joint_state import JointStateError, JointStateMapper
+from wam_core.control.limits import ChunkRejected, ClampGate
+from wam_core.control.safety import SafetyMonitor
+from wam_core.serving.latency import LatencyWindow, RateMeter
+from wam_interfaces.msg import ActionExpertStatus, SafetyGateStatus, WorldExpertStatus
+from wam_util import convert, qos
+from wam_util.diagnostics import NodeDiagnostics
+from wam_util.status import TypedStatus
+
+
+class SafetyGate:
+    def __init__(self, node, cfg: HarnessParams, diagnostics: NodeDiagnostics):
+        self.node = node
+        self.joint_names = list(cfg.robot.joint_names)
+        self.period_s = cfg.control.period_s
+        self.clamp = ClampGate(self.joint_names, cfg.joint_limits, self.period_s)
+        self.tracker = CommandTracker()  # the gate's baseline: the command the robot follows
+        self.monitor = SafetyMonitor(cfg.safety, time.monotonic())
+        self.joints = JointStateMapper(self.joint_names)
+        self.current = None
+        self.forwarded = 0
+        self.refused_while_stopped = 0
+        self.rejected_inputs: dict[str, int] = {}
+        self.clamp_ms = LatencyWindow()
+        self.stop_latency_ms = LatencyWindow()  # trigger (diagnostic / timeout) -> hold sent
+        self._chunk_rate = RateMeter()
+        self._out_rate = RateMeter()
+        group = self.callback_group = MutuallyExclusiveCallbackGroup()
+        self._stop_pub = node.create_publisher(Bool, '/safety/stop', qos.LATCHED)
+        self._out = node.create_publisher(
+            JointTrajectory, '/arm_controller/joint_trajectory', qos.EVENTS
+        )
+        sub = node.create_subscription
+        sub(
+            JointTrajectory,
+            '/action_expert/raw_chunk',
+            self._on_chunk,
+            qos.EVENTS,
+            callback_group=group,
+        )
+        sub(JointState, '/joint_states', self._on_joint_state, qos.SENSOR, callback_group=group)
+        sub(DiagnosticArray, '/diagnostics', self._on_diagnostics, 50, callback_group=group)
+        sub(
+            WorldExpertStatus,
+            '/world_expert/status',
+            self._on_world_status,
+            qos.EVENTS,
+            callback_group=group,
+        )
+        sub(
+            ActionExpertStatus,
+            '/action_expert/status',
+            self._on_action_status,
+            qos.EVENTS,
+            callback_group=group,
+        )
+        node.create_service(Trigger, '/harness/reset', self._on_reset, callback_group=group)
+        node.create_timer(0.01, self._watchdog, callback_group=group)
+        self.status = TypedStatus(
+            node, diagnostics, 'safety gate', SafetyGateStatus, '~/gate_status', self._status
+        )
+        self._publish_stop(True)  # the monitor starts stopped
+        node.get_logger().info(f'safety: {self.monitor.reason}')
+
+    # the robot's commands -------------------------------------------------------------
+    def hold(self) -> None:
+        """Hold where the robot is, inside the limits (a measured gripper at -1e-5 m is
+        contact noise, and nothing outside the limits ever goes to the robot)."""
+        if self.current is None:
+            return
+        now_ns = time.time_ns()
+        here = np.clip(self.current, self.clamp.lower, self.clamp.upper).reshape(1, -1)
+        self._out.publish(convert.joint_trajectory(self.joint_names, here, now_ns, 0.0))
+        self.tracker.record(now_ns * 1e-9, [0.0], here)
+
+    # inputs ---------------------------------------------------------------------------
+    def _reject_input(self, what: str, exc: Exception) -> None:
+        self.rejected_inputs[what] = self.rejected_inputs.get(what, 0) + 1
+        self.node.get_logger().warning(f'rejected {what}: {exc}', throttle_duration_sec=1.0)
+
+    def _on_joint_state(self, msg: JointState) -> None:
+        try:
+            self.current = self.joints.map(msg.name, msg.position).astype(float)
+        except JointStateError as exc:
+            self._reject_input('joint_state', exc)
+
+    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        t0 = time.perf_counter()
+        now = time.monotonic()
+        for st in msg.status:
+            self.monitor.on_status(st.name, convert.status_level(st), st.message, now)
+        self._sync_stop(t0)
+
+    def _on_world_status(self, msg: WorldExpertStatus) -> None:
+        t0 = time.perf_counter()
+        self.monitor.on_versions(time.monotonic(), world=msg.model_version)
+        self._sync_stop(t0)
+
+    def _on_action_status(self, msg: ActionExpertStatus) -> None:
+        t0 = time.perf_counter()
+        self.monitor.on_versions(time.monotonic(), accepted=msg.world_version_accepted)
+        self._sync_stop(t0)
+
+    def _on_chunk(self, msg: JointTrajectory) -> None:
+        now = time.monotonic()
+        self._chunk_rate.tick(now)
+        self.monitor.on_chunk(now)
+        if self.monitor.stopped:
+            self.refused_while_stopped += 1
+            return
+        if self.current is None:
+            self._reject_input('raw_chunk', ValueError('no joint state yet'))
+            return
+        t0 = time.perf_counter()
+        try:
+            times = convert.trajectory_times(msg)
+            # The baseline is the command being followed, not the measured state: measured
+            # velocity at a joint limit is contact noise and would reject every chunk.
+            stamp_ns = convert.stamp_to_ns(msg.header.stamp)
+            start_s = (stamp_ns or time.time_ns()) * 1e-9  # 0 means "now", as for the controller
+            base, vel = self.tracker.baseline(start_s, self.current)
+            res = self.clamp.apply(
+                msg.joint_names, convert.trajectory_positions(msg), times, base, vel
+            )
+            self.tracker.record(start_s, times, res.positions)
+        except ChunkRejected as exc:
+            self.node.get_logger().warning(f'rejected chunk: {exc}', throttle_duration_sec=1.0)
+            return
+        except ValueError as exc:  # ragged point lists and the like
+            self.clamp.rejected['shape'] = self.clamp.rejected.get('shape', 0) + 1
+            self.node.get_logger().warning(f'rejected chunk: {exc}', throttle_duration_sec=1.0)
+            return
+        out = JointTrajectory()
+        out.header = msg.header
+        out.joint_names = list(self.joint_names)
+        out.points = msg.points[:0]
+        for p, src in zip(res.positions, msg.points, strict=True):
+            q = type(src)()
+            q.positions = p.tolist()
+            q.time_from_start = src.time_from_start
+            out.points.append(q)
+        self.clamp_ms.add((time.perf_counter() - t0) * 1e3)
+        self._out.publish(out)
+        self._out_rate.tick(now)
+        self.forwarded += 1
+
+    # the stop ---------------------------------------------------------------------------
+    def _watchdog(self) -> None:
+        t0 = time.perf_counter()
+        now = time.monotonic()
+        if self.monitor.gap_hold_due(now):  # the action expert went quiet: hold before the stop
+            self.hold()
+            self.node.get_logger().warning(
+                f'holding: no action chunk for {(now - self.monitor.last_chunk) * 1e3:.0f} ms',
+                throttle_duration_sec=1.0,
+            )
+        self.monitor.evaluate(now)
+        self._sync_stop(t0)
+
+    def _sync_stop(self, t0: float) -> None:
+        """Act on the monitor's decision, whichever input changed it."""
+        if self.monitor.stopped and not self._published_stop:
+            self._publish_stop(True)
+            self.hold()
+            self.stop_latency_ms.add((time.perf_counter() - t0) * 1e3)
+            self.node.get_logger().error(f'SAFETY STOP: {self.monitor.reason}')
+        elif not self.monitor.stopped and self._published_stop:
+            self.node.get_logger().info('safety stop cleared: everything OK for the hold-off')
+            self._publish_stop(False)
+
+    def _publish_stop(self, value: bool) -> None:
+        self._stop_pub.publish(Bool(data=value))
+        self._published_stop = value
+
+    def _on_reset(self, request, response):
+        ok, message = self.monitor.reset(time.monotonic())
+        if ok:
+            self._publish_stop(False)
+        response.success, response.message = ok, message
+        self.node.get_logger().info(f'reset requested: {message}')
+        return response
+
+    def _status(self) -> SafetyGateStatus:
+        now = time.monotonic()
+        stopped = self.monitor.stopped
+        return SafetyGateStatus(
+            level=ERROR if stopped else OK,
+            message=f'safety stop: {self.monitor.reason}'
+            if stopped
+            else 'forwarding clamped chunks',
+            stopped=stopped,
+            stop_reason=self.monitor.reason,
+            safety_stops=self.monitor.stops,
+            gap_holds=self.monitor.gap_holds,
+            forwarded_chunks=self.forwarded,
+            clamped_points=self.clamp.clamped_points,
+            rejected_chunks=sum(self.clamp.rejected.values()),
+            refused_while_stopped=self.refused_while_stopped,
+            raw_chunk_rate_hz=self._chunk_rate.rate(now),
+            expected_chunk_hz=1.0 / self.period_s,
+            forward_rate_hz=self._out_rate.rate(now),
+            rejected_chunk_reasons=convert.reason_counts(self.clamp.rejected),
+            rejected_inputs=convert.reason_counts(self.rejected_inputs),
+            latency=[
+                convert.latency_stats('clamp', self.clamp_ms.summary()),
+                convert.latency_stats('stop', self.stop_latency_ms.summary()),
+            ],
+        )

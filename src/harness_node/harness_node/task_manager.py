@@ -1,0 +1,260 @@
+"""The task manager: ExecuteTask goals -> a plan -> one conditioning subtask at a time.
+
+The ExecuteTask action (and /instruction, std_msgs/String, the same path) plans with
+the LLM planner (SGLang or any OpenAI-compatible server) falling back to the rules,
+embeds each subtask once and publishes it on /harness/active_subtask (latched). Each
+subtask runs for ``task.subtask_duration_s``; cancel holds the robot (through the
+safety gate's ``hold``).
+
+Planning and embedding run on this manager's own worker thread, never in an executor
+callback: an LLM call (timeouts, backoff sleeps) or a cold MiniLM forward must not
+delay the safety gate or the 50 Hz tick that share the executor. The executor side
+only accepts goals, publishes feedback and subtasks, and waits on timers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.task import Future
+from std_msgs.msg import String
+
+from wam_core.common.config import HarnessParams
+from wam_core.common.status import OK
+from wam_core.planning.embedding import SubtaskEmbedder
+from wam_core.planning.llm import CircuitBreaker, FallbackPlanner, LLMPlanner
+from wam_core.planning.plan import MAX_INSTRUCTION, PlanError
+from wam_core.planning.rules import RulePlanner
+from wam_interfaces.action import ExecuteTask
+from wam_interfaces.msg import ActiveSubtask, TaskManagerStatus
+from wam_interfaces.msg import Subtask as SubtaskMsg
+from wam_util import convert, qos
+from wam_util.diagnostics import NodeDiagnostics
+from wam_util.status import TypedStatus
+
+PLANNING_THREAD = 'task_planning'
+
+
+class TaskManager:
+    def __init__(
+        self, node, cfg: HarnessParams, diagnostics: NodeDiagnostics, hold: Callable[[], None]
+    ):
+        self.node = node
+        self.hold = hold
+        p = cfg.planner
+        llm = (
+            LLMPlanner(
+                p.llm_url,
+                p.llm_model,
+                timeout_s=p.timeout_s,
+                deadline_s=2 * p.timeout_s,
+                schema_mode=p.schema_mode,
+                breaker=CircuitBreaker(cooldown_s=p.breaker_cooldown_s),
+            )
+            if p.use_llm
+            else None
+        )
+        self.planner = FallbackPlanner(
+            llm, RulePlanner(), logger=lambda m: node.get_logger().warning(m)
+        )
+        self.embedder = SubtaskEmbedder(redis_url=cfg.embedding.redis_url)
+        self.subtask_s = cfg.task.subtask_duration_s
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=PLANNING_THREAD)
+        self.task_state = 'idle'
+        self.active = None
+        self.tasks = {'succeeded': 0, 'failed': 0, 'canceled': 0}
+        self.rejected_inputs: dict[str, int] = {}
+        self._busy = False
+        self._busy_logged = 0.0
+        # reentrant: the running goal's coroutine waits on timers in this group
+        group = self.callback_group = ReentrantCallbackGroup()
+        self._subtask_pub = node.create_publisher(
+            ActiveSubtask, '/harness/active_subtask', qos.LATCHED
+        )
+        self._action = ActionServer(
+            node,
+            ExecuteTask,
+            '/harness/execute_task',
+            execute_callback=self._execute,
+            goal_callback=self._on_goal,
+            cancel_callback=lambda _: CancelResponse.ACCEPT,
+            callback_group=group,
+        )
+        node.create_subscription(
+            String, '/instruction', self._on_instruction, qos.EVENTS, callback_group=group
+        )
+        self.status = TypedStatus(
+            node, diagnostics, 'task manager', TaskManagerStatus, '~/task_status', self._status
+        )
+
+    def close(self) -> None:
+        self._worker.shutdown(wait=False, cancel_futures=True)
+        if self.planner.llm is not None:
+            self.planner.llm.close()
+
+    # goals ------------------------------------------------------------------------------
+    def _reject_input(self, what: str, exc: Exception) -> None:
+        self.rejected_inputs[what] = self.rejected_inputs.get(what, 0) + 1
+        self.node.get_logger().warning(f'rejected {what}: {exc}', throttle_duration_sec=1.0)
+
+    def _on_goal(self, goal) -> GoalResponse:
+        text = goal.instruction
+        if self._busy:  # counted, and logged at most once a second: a flood must cost little
+            self._reject_input('instruction_busy', ValueError('a task is already running'))
+            return GoalResponse.REJECT
+        if not text.strip() or len(text) > MAX_INSTRUCTION:
+            self._reject_input(
+                'instruction', ValueError(f'empty or longer than {MAX_INSTRUCTION} characters')
+            )
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
+    def _on_instruction(self, msg: String) -> None:
+        """Convenience entry: the same path as an ExecuteTask goal, without feedback."""
+        if self._busy:
+            # The cheapest possible refusal: the executor also runs the gate and the
+            # watchdog, and a flood of instructions must not delay them.
+            self.rejected_inputs['instruction_busy'] = (
+                self.rejected_inputs.get('instruction_busy', 0) + 1
+            )
+            now = time.monotonic()
+            if now - self._busy_logged >= 1.0:
+                self._busy_logged = now
+                self.node.get_logger().warning(
+                    'rejected instruction: a task is already running (counted)'
+                )
+            return
+        goal = ExecuteTask.Goal(instruction=msg.data)
+        if self._on_goal(goal) == GoalResponse.ACCEPT:
+            self.node.executor.create_task(self._run(msg.data, None))
+
+    async def _execute(self, goal_handle):
+        return await self._run(goal_handle.request.instruction, goal_handle)
+
+    async def _sleep(self, seconds: float) -> None:
+        fut = Future()
+        timer = self.node.create_timer(
+            seconds, lambda: fut.done() or fut.set_result(None), callback_group=self.callback_group
+        )
+        await fut
+        self.node.destroy_timer(timer)
+
+    async def _run(self, instruction: str, goal_handle):
+        self._busy = True
+        result = ExecuteTask.Result()
+        fb = ExecuteTask.Feedback()
+        try:
+            self.task_state = fb.state = 'planning'
+            if goal_handle is not None:
+                goal_handle.publish_feedback(fb)
+            try:
+                plan, conditioning = await self._off_thread(self._plan_and_embed, instruction)
+            except PlanError as exc:
+                self.node.get_logger().error(f'task failed: {exc}')
+                return self._finish(goal_handle, result, False, str(exc), 'failed')
+            fb.plan = result.plan = [self._subtask_msg(s) for s in plan.subtasks]
+            fb.planner = plan.source
+            self.node.get_logger().info(
+                f'plan ({plan.source}) for {instruction[:80]!r}: '
+                + '; '.join(s.text() for s in plan.subtasks)
+            )
+            goal_id = str(id(goal_handle))
+            for i, (sub, (vec, weights)) in enumerate(
+                zip(plan.subtasks, conditioning, strict=True)
+            ):
+                if goal_handle is not None and goal_handle.is_cancel_requested:
+                    self.hold()
+                    return self._finish(goal_handle, result, False, 'canceled', 'canceled')
+                self._publish_subtask(goal_id, i, len(plan.subtasks), sub, vec, weights)
+                fb.active_index, fb.active_skill, fb.state = i, sub.skill, 'executing'
+                self.task_state = f'executing {i + 1}/{len(plan.subtasks)}: {sub.text()}'
+                if goal_handle is not None:
+                    goal_handle.publish_feedback(fb)
+                end = time.monotonic() + self.subtask_s
+                while time.monotonic() < end:
+                    await self._sleep(0.05)
+                    if goal_handle is not None and goal_handle.is_cancel_requested:
+                        break
+            if goal_handle is not None and goal_handle.is_cancel_requested:
+                self.hold()
+                return self._finish(goal_handle, result, False, 'canceled', 'canceled')
+            return self._finish(goal_handle, result, True, 'done', 'succeeded')
+        finally:
+            self._busy = False
+
+    def _plan_and_embed(self, instruction: str):
+        """On the worker thread: the plan and each subtask's embedding and intent weights
+        (embedded once per subtask, before the first one conditions the robot)."""
+        plan = self.planner.plan(instruction)
+        conditioning = []
+        for sub in plan.subtasks:
+            vec = self.embedder.embed(sub.text())
+            conditioning.append((vec, self.embedder.intents(vec)))
+        return plan, conditioning
+
+    async def _off_thread(self, fn, *args):
+        """Run ``fn`` on the worker thread; await its result from the executor."""
+        fut = Future(executor=self.node.executor)
+
+        def deliver(done) -> None:
+            exc = done.exception()
+            if exc is not None:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(done.result())
+
+        self._worker.submit(fn, *args).add_done_callback(deliver)
+        return await fut
+
+    def _finish(self, goal_handle, result, success: bool, reason: str, state: str):
+        result.success, result.reason = success, reason
+        self.task_state = state
+        self.tasks[state] = self.tasks.get(state, 0) + 1
+        if goal_handle is not None:
+            if state == 'canceled':
+                goal_handle.canceled()
+            elif success:
+                goal_handle.succeed()
+            else:
+                goal_handle.abort()
+        return result
+
+    # conditioning -----------------------------------------------------------------------
+    @staticmethod
+    def _subtask_msg(sub) -> SubtaskMsg:
+        m = SubtaskMsg(skill=sub.skill, text=sub.text())
+        if sub.object:
+            m.object_class, m.object_color = sub.object.cls, sub.object.color
+        if sub.destination:
+            m.destination_class, m.destination_color = sub.destination.cls, sub.destination.color
+        return m
+
+    def _publish_subtask(self, goal_id: str, index: int, count: int, sub, vec, weights) -> None:
+        msg = ActiveSubtask(
+            goal_id=goal_id, index=index, count=count, subtask=self._subtask_msg(sub)
+        )
+        msg.header.stamp = convert.ns_to_stamp(time.time_ns())
+        msg.embedding = vec.tolist()
+        msg.intent_names = list(weights)
+        msg.intent_weights = [weights[k] for k in msg.intent_names]
+        self._subtask_pub.publish(msg)
+        self.active = sub
+
+    def _status(self) -> TaskManagerStatus:
+        return TaskManagerStatus(
+            level=OK,
+            message=self.task_state,
+            task=self.task_state,
+            tasks_succeeded=self.tasks['succeeded'],
+            tasks_failed=self.tasks['failed'],
+            tasks_canceled=self.tasks['canceled'],
+            plans=convert.reason_counts(self.planner.plans),
+            llm_fallbacks=convert.reason_counts(self.planner.fallbacks),
+            embedding_cache_hits=self.embedder.hits,
+            embedding_model_calls=self.embedder.model_calls,
+            rejected_inputs=convert.reason_counts(self.rejected_inputs),
+        )

@@ -1,0 +1,134 @@
+"""Parameter schemas: config/wam.yaml against the schemas, and how values are checked."""
+
+import os
+
+import pytest
+
+from wam_core.common.config import (
+    NODE_SCHEMAS,
+    ActionExpertParams,
+    HarnessParams,
+    WorldExpertParams,
+)
+from wam_core.common.params import (
+    WILDCARDS,
+    ConfigError,
+    from_flat,
+    leaves,
+    load_params,
+    read_param_file,
+    to_flat,
+)
+from wam_core.common.paths import default_config
+from wam_core.common.robot import TABLETOP_ARM, JointLimit
+
+CONFIG = default_config()
+
+
+def test_the_yaml_has_one_block_per_node_and_a_shared_block():
+    blocks = read_param_file(CONFIG)
+    assert set(blocks) == {'/**', *NODE_SCHEMAS}
+    # shared: only what several nodes use
+    assert set(blocks['/**']) == {
+        'robot.joint_names',
+        'control.period_s',
+        'repr_cache.backend',
+        'repr_cache.ttl_ms',
+        'repr_cache.shm_name',
+    }
+    for key in blocks['/**']:
+        users = [n for n, s in NODE_SCHEMAS.items() if key in {leaf.name for leaf in leaves(s)}]
+        assert len(users) >= 2, (key, users)
+
+
+@pytest.mark.parametrize('node', sorted(NODE_SCHEMAS))
+def test_every_parameter_is_in_the_yaml_and_the_code_defaults_are_its_values(node):
+    schema = NODE_SCHEMAS[node]
+    blocks = read_param_file(CONFIG)
+    in_yaml = set(blocks[node]) | set(blocks['/**'])
+    declared = {leaf.name for leaf in leaves(schema)}
+    assert declared - in_yaml == set(), 'parameters the code reads but wam.yaml lacks'
+    assert set(blocks[node]) - declared == set(), 'wam.yaml keys the node does not declare'
+    assert load_params(CONFIG, node, schema) == schema(), 'a code default differs from wam.yaml'
+
+
+def test_every_parameter_has_a_description_and_numbers_a_range():
+    for node, schema in NODE_SCHEMAS.items():
+        for leaf in leaves(schema):
+            assert len(leaf.spec.description) > 10, (node, leaf.name)
+            if leaf.kind in (int, float):
+                assert leaf.spec.min is not None and leaf.spec.max is not None, leaf.name
+
+
+def test_joint_limits_expand_over_the_robots_joints():
+    names = {leaf.name for leaf in leaves(HarnessParams)}
+    assert 'joint_limits.gripper_joint.velocity' in names
+    assert dict(HarnessParams().joint_limits) == dict(TABLETOP_ARM.limits)
+    # another robot's joints: their limits have no default and must be given
+    flat = {'robot.joint_names': ['a', 'b']}
+    with pytest.raises(ConfigError, match='joint_limits.a.lower is not set'):
+        from_flat(HarnessParams, flat)
+    for j in 'ab':
+        flat.update(
+            {
+                f'joint_limits.{j}.lower': -1.0,
+                f'joint_limits.{j}.upper': 1.0,
+                f'joint_limits.{j}.velocity': 2.0,
+            }
+        )
+    cfg = from_flat(HarnessParams, flat)
+    assert cfg.joint_limits['b'] == JointLimit(-1.0, 1.0, 2.0, 0.0, 10.0)
+
+
+def test_flat_round_trip():
+    for schema in NODE_SCHEMAS.values():
+        assert from_flat(schema, to_flat(schema())) == schema()
+
+
+@pytest.mark.parametrize(
+    'schema,flat,match',
+    [
+        (WorldExpertParams, {'repr_cache.backend': 'redis'}, 'repr_cache.backend must be one of'),
+        (WorldExpertParams, {'repr_cache.ttl_ms': -1.0}, r'repr_cache.ttl_ms must be in'),
+        (WorldExpertParams, {'repr_cache.ttl_ms': 50}, 'repr_cache.ttl_ms must be a float'),
+        (WorldExpertParams, {'repr_cache.capacity': 'many'}, 'repr_cache.capacity must be a int'),
+        (WorldExpertParams, {'precision': 'int3'}, 'precision must be one of'),
+        (WorldExpertParams, {'repr_cache.shm_name': 'a/b'}, 'shm_name must be a plain name'),
+        (ActionExpertParams, {'control.period_s': 5.0}, 'control.period_s must be in'),
+        (ActionExpertParams, {'robot.joint_names': ['a', 'a']}, 'robot.joint_names must be'),
+        (ActionExpertParams, {'autostart': 1}, 'autostart must be a bool'),
+        (HarnessParams, {'joint_limits.arm_joint_1.upper': -5.0}, 'bad limits for joint'),
+        (HarnessParams, {'safety.required_nodes': 'world_expert'}, 'a list of strings'),
+    ],
+)
+def test_bad_values_are_refused_with_the_parameter_named(schema, flat, match):
+    with pytest.raises(ConfigError, match=match):
+        from_flat(schema, flat)
+
+
+def test_a_typo_in_a_node_block_is_an_error_and_shared_keys_are_optional(tmp_path):
+    f = tmp_path / 'p.yaml'
+    f.write_text(
+        '/**:\n  ros__parameters:\n    control: {period_s: 0.01}\n'
+        'world_expert:\n  ros__parameters:\n    warmup_request: 3\n'
+    )
+    with pytest.raises(ConfigError, match='world_expert has no parameter.*warmup_request'):
+        load_params(str(f), 'world_expert', WorldExpertParams)
+    f.write_text(
+        '/**:\n  ros__parameters:\n    control: {period_s: 0.01}\n'
+        '/world_expert:\n  ros__parameters:\n    warmup_requests: 3\n'
+    )
+    assert load_params(str(f), 'world_expert', WorldExpertParams).warmup_requests == 3
+    assert load_params(str(f), 'action_expert', ActionExpertParams).control.period_s == 0.01
+    assert '/**' in WILDCARDS
+
+
+def test_relative_paths_need_the_workspace_root(monkeypatch):
+    from wam_core.common.paths import resolve_path
+
+    assert resolve_path('/abs/x') == '/abs/x'
+    monkeypatch.setenv('WAM_ROOT', '/ws')
+    assert resolve_path('models/w') == os.path.normpath('/ws/models/w')
+    monkeypatch.delenv('WAM_ROOT')
+    with pytest.raises(ConfigError, match='WAM_ROOT is not set'):
+        resolve_path('models/w')

@@ -1,0 +1,121 @@
+"""The representation cache's contract: keys, entries, read results and refusal reasons.
+
+One writer (the world expert) puts each encoded observation into a ring of slots
+under the key ``{obs_fingerprint}:{model_version}``; many readers (action experts)
+read it. A reader uses an entry only if (1) its model version equals the reader's,
+(2) its observation is younger than ``ttl_ms`` and (3) its slot was not rewritten
+while it was read (a seqlock: the writer makes the sequence odd while writing, even
+when done). Every backend (``inprocess``, ``shm``; ``cuda_ipc`` on a GPU) implements
+``CacheWriter`` and ``CacheReader`` and refuses reads with the same reasons.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+# Reasons a read is refused; they are also the keys of the reader's counters.
+MISS, VERSION, STALE, TORN, UNKNOWN_SLOT, KEY_MISMATCH, NO_SEGMENT = (
+    'miss',
+    'version_mismatch',
+    'stale',
+    'torn',
+    'unknown_slot',
+    'key_mismatch',
+    'no_segment',
+)
+
+
+class CacheError(RuntimeError):
+    """A backend cannot be opened or used as asked (a live owner, a bad layout, a wrong shape)."""
+
+
+def now_ns() -> int:
+    """The cache clock: wall time, the same clock as ROS message stamps."""
+    return time.time_ns()
+
+
+def make_key(fingerprint: str, version: str) -> str:
+    return f'{fingerprint}:{version}'
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """What the writer tells readers (through the descriptor) about one entry."""
+
+    key: str
+    fingerprint: str
+    version: str
+    slot: int
+    sequence: int
+    stamp_ns: int
+    shape: tuple[int, ...]
+    dtype: str
+    epoch: int = 0
+
+
+@dataclass
+class ReadResult:
+    ok: bool
+    reason: str = ''
+    array: np.ndarray | None = None
+    entry: CacheEntry | None = None
+    age_ms: float = float('nan')
+    _check: Callable[[], bool] | None = None
+
+    def still_valid(self) -> bool:
+        """True if the slot was not rewritten since the read (re-check after zero-copy use)."""
+        return self.ok and (self._check is None or self._check())
+
+
+class ReadCounters:
+    """A reader's hits and refusals by reason."""
+
+    def __init__(self):
+        self.hits = 0
+        self.refused: dict[str, int] = {}
+
+    def refuse(self, reason: str) -> ReadResult:
+        self.refused[reason] = self.refused.get(reason, 0) + 1
+        return ReadResult(False, reason)
+
+
+class CacheWriter(Protocol):
+    """The world expert's side of a backend."""
+
+    backend: str
+    segment: str
+    epoch: int
+    version: str
+
+    def set_model_version(self, version: str) -> None: ...
+    def lookup(self, fingerprint: str) -> CacheEntry | None: ...
+    def put(self, fingerprint: str, stamp_ns: int, array: np.ndarray) -> CacheEntry: ...
+    def touch(self, entry: CacheEntry, stamp_ns: int) -> CacheEntry: ...
+    def close(self) -> None: ...
+
+
+class CacheReader(Protocol):
+    """The action expert's side of a backend."""
+
+    backend: str
+    stats: ReadCounters
+
+    @property
+    def capacity(self) -> int: ...
+
+    def read(
+        self,
+        slot: int,
+        version: str,
+        key: str | None = None,
+        epoch: int | None = None,
+        copy_into: np.ndarray | None = None,
+    ) -> ReadResult: ...
+
+    def latest(self, version: str, copy_into: np.ndarray | None = None) -> ReadResult: ...
+    def close(self) -> None: ...

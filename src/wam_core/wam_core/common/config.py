@@ -1,0 +1,308 @@
+"""Each node's parameters, as one schema per node (see ``params`` for how they are read).
+
+``config/wam.yaml`` has one block per node, named as the node, plus a ``/**`` block
+for what several nodes share: the robot's joint names, the control period and the
+representation cache's backend, name and TTL. The defaults here are the values of
+that file (a test holds them equal), so a node started without it behaves the same.
+Units: seconds, radians and metres unless a name says ``_ms`` or ``_hz``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .params import ConfigError, param, per_joint, section
+from .robot import TABLETOP_ARM, JointLimit
+
+PRECISIONS = ('auto', 'bf16', 'fp16', 'fp32')
+CACHE_BACKENDS = ('inprocess', 'shm', 'cuda_ipc')
+
+
+# ----------------------------------------------------------------------------- shared
+@dataclass
+class RobotConfig:
+    joint_names: list[str] = param(
+        list(TABLETOP_ARM.joint_names),
+        "the robot's joints in command order, as its sensor_msgs/JointState names them",
+    )
+
+    def validate(self) -> None:
+        if not self.joint_names or len(set(self.joint_names)) != len(self.joint_names):
+            raise ConfigError(
+                f'parameter robot.joint_names must be unique, non-empty names: {self.joint_names}'
+            )
+
+
+@dataclass
+class ControlConfig:
+    period_s: float = param(
+        0.02,
+        'control period, s: the action expert ticks every period (50 Hz) and chunk points '
+        'are one period apart',
+        min=0.001,
+        max=1.0,
+    )
+
+
+@dataclass
+class ReprCacheConfig:
+    backend: str = param(
+        'inprocess',
+        'representation cache: inprocess (every node in one process) | shm (POSIX shared '
+        'memory, one process per expert) | cuda_ipc (GPU)',
+        choices=CACHE_BACKENDS,
+    )
+    ttl_ms: float = param(
+        50.0,
+        'oldest observation a reader uses, ms; the world expert refuses frames already older',
+        min=0.1,
+        max=60000.0,
+    )
+    shm_name: str = param('wam_repr', 'shared-memory segment name under /dev/shm (shm backend)')
+
+    def validate(self) -> None:
+        if not self.shm_name or '/' in self.shm_name:
+            raise ConfigError(
+                f'parameter repr_cache.shm_name must be a plain name, got {self.shm_name!r}'
+            )
+
+
+@dataclass
+class ReprCacheWriterConfig(ReprCacheConfig):
+    capacity: int = param(
+        512,
+        'slots in the ring (the writer sizes it; readers take it from the segment)',
+        min=1,
+        max=65536,
+    )
+
+
+# ------------------------------------------------------------------------ world expert
+@dataclass
+class WorldExpertParams:
+    """world_expert: camera frames -> encode once -> representation cache -> descriptor."""
+
+    robot: RobotConfig = section(RobotConfig)
+    repr_cache: ReprCacheWriterConfig = section(ReprCacheWriterConfig)
+    model_dir: str = param(
+        'models/world_expert',
+        'world-expert model directory (manifest.json, config.json, weights); a relative '
+        'path resolves against $WAM_ROOT',
+    )
+    precision: str = param(
+        'auto',
+        'compute dtype; auto = bf16 where the CPU computes it natively, else fp32',
+        choices=PRECISIONS,
+    )
+    warmup_requests: int = param(
+        50, 'encodes of a synthetic frame on activate, before serving', min=0, max=100000
+    )
+    timeout_ms: float = param(
+        40.0,
+        'an encode slower than this is counted as an encode timeout, ms',
+        min=0.1,
+        max=60000.0,
+    )
+    num_threads: int = param(
+        1, 'torch intra-op threads (fixed, so p99 stays near p50)', min=1, max=256
+    )
+    camera_topic: str = param('/camera/image_raw', 'sensor_msgs/Image topic to encode')
+    expected_camera_hz: float = param(
+        30.0, 'camera rate, Hz; the status warns below half of it', min=0.1, max=10000.0
+    )
+    autostart: bool = param(
+        True,
+        'configure and activate on start (false when a launch file or a lifecycle '
+        'manager drives the transitions)',
+    )
+
+
+# ----------------------------------------------------------------------- action expert
+@dataclass
+class ActionExpertParams:
+    """action_expert: a 50 Hz timer -> cache read -> action chunk."""
+
+    robot: RobotConfig = section(RobotConfig)
+    control: ControlConfig = section(ControlConfig)
+    repr_cache: ReprCacheConfig = section(ReprCacheConfig)
+    model_dir: str = param(
+        'models/action_expert',
+        'action-expert model directory (manifest.json, config.json, weights); a relative '
+        'path resolves against $WAM_ROOT',
+    )
+    precision: str = param(
+        'fp32', 'compute dtype (its matrices are small: fp32 is as fast)', choices=PRECISIONS
+    )
+    warmup_requests: int = param(
+        50, 'full ticks on a synthetic representation on activate', min=0, max=100000
+    )
+    timeout_ms: float = param(
+        15.0,
+        'a tick slower than this publishes a hold instead of its chunk, ms',
+        min=0.1,
+        max=60000.0,
+    )
+    degrade_on_timeout: str = param(
+        'hold_last_action',
+        'what a tick without a usable representation does',
+        choices=('hold_last_action',),
+    )
+    num_threads: int = param(
+        1, 'torch intra-op threads (fixed, so p99 stays near p50)', min=1, max=256
+    )
+    expected_joint_state_hz: float = param(
+        100.0, 'joint_states rate, Hz; the status warns below half of it', min=0.1, max=10000.0
+    )
+    expected_representation_hz: float = param(
+        30.0, 'representation rate, Hz; the status warns below half of it', min=0.1, max=10000.0
+    )
+    autostart: bool = param(
+        True,
+        'configure and activate on start (false when a launch file or a lifecycle '
+        'manager drives the transitions)',
+    )
+
+
+# ----------------------------------------------------------------------------- harness
+@dataclass
+class SafetyConfig:
+    required_nodes: list[str] = param(
+        ['world_expert', 'action_expert'],
+        'nodes whose ERROR/STALE status or silence stops the robot (diagnostic status '
+        'names "<node>: <task>")',
+    )
+    silence_timeout_s: float = param(
+        3.0,
+        'a required node silent on /diagnostics this long stops the robot, s',
+        min=0.1,
+        max=600.0,
+    )
+    chunk_hold_s: float = param(
+        0.045,
+        'a gap in the raw chunks this long sends one hold (a missed tick and a late one)',
+        min=0.001,
+        max=600.0,
+    )
+    chunk_timeout_s: float = param(
+        0.1, 'no raw chunk for this long stops the robot, s', min=0.001, max=600.0
+    )
+    holdoff_s: float = param(
+        0.5, 'a stop clears once everything is OK for this long, s', min=0.0, max=600.0
+    )
+
+    def validate(self) -> None:
+        if not all(n.strip().lstrip('/') for n in self.required_nodes):
+            raise ConfigError(
+                f'parameter safety.required_nodes must be node names, got {self.required_nodes}'
+            )
+        self.required_nodes = [n.strip().lstrip('/') for n in self.required_nodes]
+
+
+@dataclass
+class PlannerConfig:
+    use_llm: bool = param(True, 'ask the LLM planner first (the rules answer when it cannot)')
+    llm_url: str = param(
+        'http://localhost:30000/v1', 'OpenAI-compatible server (SGLang, llama.cpp): base URL'
+    )
+    llm_model: str = param('default', 'model name sent to the LLM server')
+    timeout_s: float = param(
+        2.0, 'per-request timeout, s; a plan gives up after twice this', min=0.01, max=600.0
+    )
+    schema_mode: str = param(
+        'json_schema',
+        'how the request constrains the reply: json_schema (OpenAI, SGLang) | json_object '
+        '(llama.cpp)',
+        choices=('json_schema', 'json_object'),
+    )
+    breaker_cooldown_s: float = param(
+        30.0,
+        'after repeated failures the LLM is not called for this long, s',
+        min=0.0,
+        max=86400.0,
+    )
+
+
+@dataclass
+class TaskConfig:
+    subtask_duration_s: float = param(
+        2.0, 'how long each subtask conditions the action expert, s', min=0.01, max=3600.0
+    )
+
+
+@dataclass
+class EmbeddingConfig:
+    redis_url: str = param(
+        '', 'Redis URL for an embedding cache shared across processes (empty: in-process only)'
+    )
+
+
+@dataclass
+class HarnessParams:
+    """harness: the clamping gate and safety stop, and the task manager."""
+
+    robot: RobotConfig = section(RobotConfig)
+    control: ControlConfig = section(ControlConfig)
+    joint_limits: dict[str, JointLimit] = per_joint(
+        JointLimit, TABLETOP_ARM.limits, 'limits the clamping gate enforces on every chunk'
+    )
+    safety: SafetyConfig = section(SafetyConfig)
+    planner: PlannerConfig = section(PlannerConfig)
+    task: TaskConfig = section(TaskConfig)
+    embedding: EmbeddingConfig = section(EmbeddingConfig)
+
+    def validate(self) -> None:
+        for name, limit in self.joint_limits.items():
+            limit.validate(name)
+
+
+# ----------------------------------------------------------------------- robot side
+@dataclass
+class SimRobotParams:
+    """sim_robot: the MuJoCo tabletop on ROS topics."""
+
+    camera_hz: float = param(30.0, 'camera frame rate, Hz', min=0.1, max=1000.0)
+    image_size: int = param(128, 'camera image side, px', min=16, max=4096)
+    seed: int = param(0, 'episode seed: object positions', min=0, max=2**31 - 1)
+
+
+@dataclass
+class SyntheticRobotParams:
+    """synthetic_robot: a deterministic camera and joint-state source."""
+
+    robot: RobotConfig = section(RobotConfig)
+    camera_hz: float = param(30.0, 'camera frame rate, Hz', min=0.1, max=1000.0)
+    joint_state_hz: float = param(100.0, 'joint_states rate, Hz', min=0.1, max=10000.0)
+    image_size: int = param(128, 'camera image side, px', min=16, max=4096)
+    static_scene: bool = param(False, 'publish the same frame forever (the encode-once case)')
+    seed: int = param(
+        0, 'scene seed: the moving square and the joint phases', min=0, max=2**31 - 1
+    )
+
+
+@dataclass
+class AgentParams:
+    """robot_agent: the task cycle IDLE -> PERCEIVE -> PLAN -> ACT -> OBSERVE."""
+
+    instruction: str = param('put the red apple in the fridge', 'the task to run')
+    autostart: bool = param(True, 'start the task as soon as the node is up')
+    max_attempts: int = param(2, 'executions of the task before it is aborted', min=1, max=100)
+    perceive_timeout_s: float = param(
+        30.0, 'no camera and joint states this long aborts the task, s', min=0.1, max=3600.0
+    )
+    plan_timeout_s: float = param(
+        10.0, 'no answer from the harness this long aborts the task, s', min=0.1, max=3600.0
+    )
+    observe_s: float = param(
+        1.0, 'let the scene settle this long before judging success, s', min=0.0, max=3600.0
+    )
+
+
+# Node name (as in config/wam.yaml) -> its schema.
+NODE_SCHEMAS: dict[str, type] = {
+    'world_expert': WorldExpertParams,
+    'action_expert': ActionExpertParams,
+    'harness': HarnessParams,
+    'sim_robot': SimRobotParams,
+    'synthetic_robot': SyntheticRobotParams,
+    'robot_agent': AgentParams,
+}

@@ -1,0 +1,218 @@
+"""Joint limits and the clamping gate: every action that reaches the robot passes here.
+
+Limits are the robot description's (``wam_core.common.robot``). ``ClampGate.apply`` turns a raw
+chunk into one that respects position, velocity and acceleration limits, or rejects
+it whole (non-finite values, wrong joints, bad timing, or no feasible motion).
+
+The baseline is where the robot is *commanded* to be now and how fast that command
+moves: the last forwarded trajectory evaluated at the chunk's start (``CommandTracker``),
+as ros2_control limits the command stream. Basing every chunk on the measured position
+instead would restart each 50 Hz chunk from rest, and a position-controlled arm, whose
+measured position lags its command, would crawl. Without a usable command (start-up, a
+hold, a command far from the measured position) the baseline is the measured position.
+
+Per joint and point k (dt_k = t_k - t_{k-1}; dt_0 = max(t_0, period) from the baseline
+position to point 0), the velocity of segment k is clipped into the intersection of
+  [-v_max, v_max]                                  velocity limit
+  [v_{k-1} - a dt_k, v_{k-1} + a dt_k]             acceleration limit (k >= 1)
+  [(lower - p_{k-1}) / dt_k, (upper - p_{k-1}) / dt_k]   position limits
+  braking bounds so that, decelerating at a, the joint can still stop inside the
+  limits: (p + v dt) + v^2 / (2a) <= upper (and the mirror for lower).
+A point 0 at t = 0 is "the position now": it may move the command by at most one
+period at the velocity limit, and the acceleration of point 1 counts from the baseline
+velocity. A baseline a hair outside the position limits (contact noise) is clipped in.
+An empty intersection (the robot already moves too fast towards a limit, or is
+outside its limits) rejects the chunk: the robot then finishes the last safe chunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..common.robot import JointLimit
+
+EPS = 1e-9
+MAX_POINTS = 1000
+
+
+class ChunkRejected(ValueError):
+    """The chunk cannot be made safe; ``reason`` is a short counter key."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(f'{reason}: {detail}')
+        self.reason = reason
+
+
+@dataclass
+class GateResult:
+    positions: np.ndarray  # [H, N] in configured joint order
+    times: np.ndarray  # [H] time_from_start, s
+    clamped_points: int  # points where any joint was changed
+
+
+class ClampGate:
+    def __init__(
+        self, joint_names: Sequence[str], limits: Mapping[str, JointLimit], period_s: float
+    ):
+        self.joint_names = list(joint_names)
+        self.lower = np.array([limits[n].lower for n in joint_names])
+        self.upper = np.array([limits[n].upper for n in joint_names])
+        self.vmax = np.array([limits[n].velocity for n in joint_names])
+        self.amax = np.array([limits[n].acceleration for n in joint_names])
+        self.period_s = period_s
+        self.chunks = 0
+        self.clamped_points = 0
+        self.rejected: dict[str, int] = {}
+
+    def _reject(self, reason: str, detail: str):
+        self.rejected[reason] = self.rejected.get(reason, 0) + 1
+        raise ChunkRejected(reason, detail)
+
+    def _order(self, names: Sequence[str]) -> np.ndarray:
+        if (
+            len(names) != len(self.joint_names)
+            or set(names) != set(self.joint_names)
+            or len(set(names)) != len(names)
+        ):
+            self._reject('joint_names', f'got {list(names)[:10]}, robot has {self.joint_names}')
+        where = {n: i for i, n in enumerate(names)}
+        return np.array([where[n] for n in self.joint_names])
+
+    def apply(
+        self,
+        names: Sequence[str],
+        positions,
+        times,
+        current: np.ndarray,
+        current_velocity: np.ndarray | None = None,
+    ) -> GateResult:
+        """positions [H, len(names)], times [H] (s from the chunk start), current [N]
+        (configured order)."""
+        order = self._order(names)
+        p = np.asarray(positions, dtype=np.float64)
+        t = np.asarray(times, dtype=np.float64)
+        if (
+            p.ndim != 2
+            or p.shape[0] == 0
+            or p.shape[1] != len(self.joint_names)
+            or t.shape != (p.shape[0],)
+        ):
+            self._reject('shape', f'positions {p.shape}, times {t.shape}')
+        if p.shape[0] > MAX_POINTS:
+            self._reject('shape', f'{p.shape[0]} points > {MAX_POINTS}')
+        if not (np.all(np.isfinite(p)) and np.all(np.isfinite(t))):
+            self._reject('non_finite', 'NaN/inf in positions or times')
+        if t[0] < 0 or np.any(np.diff(t) <= 0):
+            self._reject('times', 'time_from_start must start >= 0 and strictly increase')
+        q = np.asarray(current, dtype=np.float64)
+        if q.shape != (len(self.joint_names),) or not np.all(np.isfinite(q)):
+            self._reject('joint_state', 'no valid current joint state')
+        p = p[:, order]
+        out = np.empty_like(p)
+        prev = baseline_position(q, self.lower, self.upper)
+        v_prev = None
+        if current_velocity is not None and np.all(np.isfinite(current_velocity)):
+            v_prev = np.asarray(current_velocity, dtype=np.float64)
+        v_base = v_prev
+        clamped = 0
+        for k in range(p.shape[0]):
+            dt = max(t[0], self.period_s) if k == 0 else t[k] - t[k - 1]
+            v = (p[k] - prev) / dt
+            lo = np.maximum(-self.vmax, (self.lower - prev) / dt)
+            hi = np.minimum(self.vmax, (self.upper - prev) / dt)
+            if v_prev is not None and not (
+                k == 0 and t[0] <= EPS
+            ):  # point 0 "now" is not a segment
+                lo = np.maximum(lo, v_prev - self.amax * dt)
+                hi = np.minimum(hi, v_prev + self.amax * dt)
+            # braking: (prev + v dt) + v|v|/(2a) within limits  <=>  v within these roots
+            ad = self.amax * dt
+            hi = np.minimum(
+                hi, -ad + np.sqrt(np.maximum(ad * ad + 2 * self.amax * (self.upper - prev), 0.0))
+            )
+            lo = np.maximum(
+                lo, ad - np.sqrt(np.maximum(ad * ad + 2 * self.amax * (prev - self.lower), 0.0))
+            )
+            if np.any(lo > hi + EPS):
+                j = int(np.argmax(lo - hi))
+                self._reject(
+                    'infeasible', f'no safe motion for {self.joint_names[j]} at point {k}'
+                )
+            v_safe = np.clip(v, lo, np.maximum(lo, hi))
+            if np.any(np.abs(v_safe - v) * dt > 1e-12):
+                clamped += 1
+            out[k] = np.clip(prev + v_safe * dt, self.lower, self.upper)  # rounding only
+            now_point = k == 0 and t[0] <= EPS and v_base is not None
+            v_prev = v_base if now_point else (out[k] - prev) / dt
+            prev = out[k]
+        self.chunks += 1
+        self.clamped_points += clamped
+        return GateResult(out, t.copy(), clamped)
+
+
+def check_trajectory(
+    positions: np.ndarray,
+    times: np.ndarray,
+    current: np.ndarray,
+    gate: ClampGate,
+    tol: float = 1e-6,
+    current_velocity: np.ndarray | None = None,
+) -> list[str]:
+    """Independent check (used by tests and recorders): the list of violated limits."""
+    bad = []
+    p = np.asarray(positions)
+    if np.any(p < gate.lower - tol) or np.any(p > gate.upper + tol):
+        bad.append('position')
+    prev = baseline_position(np.asarray(current, dtype=np.float64), gate.lower, gate.upper)
+    v_prev = v_base = (
+        None if current_velocity is None else np.asarray(current_velocity, dtype=np.float64)
+    )
+    for k in range(len(p)):
+        dt = max(times[0], gate.period_s) if k == 0 else times[k] - times[k - 1]
+        v = (p[k] - prev) / dt
+        if np.any(np.abs(v) > gate.vmax + tol / dt):
+            bad.append(f'velocity@{k}')
+        if (
+            v_prev is not None
+            and not (k == 0 and times[0] <= EPS)
+            and np.any(np.abs(v - v_prev) > gate.amax * dt + 2 * tol / dt)
+        ):
+            bad.append(f'acceleration@{k}')
+        prev = p[k]
+        v_prev = v_base if (k == 0 and times[0] <= EPS and v_base is not None) else v
+    return bad
+
+
+def baseline_position(q: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """A measured position within 1% of the range outside a limit is contact noise: clip it in."""
+    tol = 0.01 * (upper - lower)
+    inside = (q >= lower - tol) & (q <= upper + tol)
+    return np.where(inside, np.clip(q, lower, upper), q)
+
+
+def trajectory_violations(
+    gate: ClampGate, joint_names: Sequence[str], positions, times, tol: float = 1e-6
+) -> list[str]:
+    """An independent check of a trajectory as the robot receives it, without knowing its
+    baseline (recorders, fuzzing): the joints in the gate's order, finite values, position
+    limits, and the velocity between consecutive points. Empty when it is safe."""
+    if list(joint_names) != gate.joint_names:
+        return ['joint names']
+    try:
+        p = np.asarray(positions, dtype=float)
+        t = np.asarray(times, dtype=float)
+    except ValueError:  # ragged point lists
+        return ['shape']
+    if p.ndim != 2 or p.shape[1] != len(gate.joint_names) or t.shape != (p.shape[0],):
+        return ['shape']
+    if not (np.all(np.isfinite(p)) and np.all(np.isfinite(t))):
+        return ['non-finite']
+    bad = []
+    if np.any(p < gate.lower - tol) or np.any(p > gate.upper + tol):
+        bad.append('position limit')
+    if len(p) > 1 and np.any(np.abs(np.diff(p, axis=0)) > gate.vmax * np.diff(t)[:, None] + tol):
+        bad.append('velocity limit')
+    return bad

@@ -1,0 +1,131 @@
+"""Safety monitor: decides when the robot must stop, from diagnostics and silence.
+
+ROS-free and clock-explicit (every call takes ``now`` in seconds), so it is tested
+deterministically; the harness's safety gate feeds it /diagnostics levels, the model
+versions from the experts' typed statuses, raw-chunk arrivals and a watchdog timer,
+and acts on its decisions (latch /safety/stop, send a hold, refuse chunks).
+
+Starts stopped, until every required node has been OK for the hold-off.
+A gap in the raw chunks longer than ``chunk_hold_s`` asks for one hold at once (the
+robot stops following a chunk nobody renews); the stop comes only if the gap reaches
+``chunk_timeout_s``. Stops on: an ERROR or STALE status from a required node; a
+required node silent for longer than ``silence_timeout_s``; no raw chunk for
+``chunk_timeout_s`` (once chunks have started); a world-expert model version other
+than the one the action expert accepts. Clears after everything is OK for
+``holdoff_s``, or by ``reset`` when everything is OK right now.
+"""
+
+from __future__ import annotations
+
+from ..common.config import SafetyConfig
+from ..common.status import ERROR, LEVEL_NAMES, STALE
+
+
+def node_of(status_name: str) -> str:
+    """'world_expert: world expert' -> 'world_expert' (diagnostic_updater's naming)."""
+    return status_name.split(':', 1)[0].strip().lstrip('/')
+
+
+class SafetyMonitor:
+    def __init__(self, cfg: SafetyConfig, now: float):
+        self.cfg = cfg
+        self.levels: dict[str, tuple[int, str]] = {}
+        self.last_seen: dict[str, float] = {}
+        self.started = now
+        self.last_chunk: float | None = None
+        self._gap_held: float | None = None  # last_chunk of the gap already held
+        self.gap_holds = 0
+        self.world_version = ''
+        self.accepted_version = ''
+        # Start stopped: nothing moves until every required node has reported OK for
+        # the hold-off (or a reset). This is not counted as a stop.
+        self.stopped = True
+        self.reason = 'starting: waiting for ' + ', '.join(cfg.required_nodes)
+        self.stops = 0
+        self._ok_since: float | None = None
+
+    # inputs ------------------------------------------------------------------
+    def on_status(self, name: str, level: int, message: str, now: float) -> bool:
+        """A /diagnostics status; True if it tripped a stop."""
+        node = node_of(name)
+        if node not in self.cfg.required_nodes:
+            return False
+        self.levels[node] = (level, message)
+        self.last_seen[node] = now
+        return self.evaluate(now)
+
+    def on_versions(
+        self, now: float, world: str | None = None, accepted: str | None = None
+    ) -> bool:
+        """The world expert's model version and the one the action expert accepts (from
+        their typed statuses); True if a mismatch tripped a stop."""
+        if world is not None:
+            self.world_version = world
+        if accepted is not None:
+            self.accepted_version = accepted
+        return self.evaluate(now)
+
+    def on_chunk(self, now: float) -> None:
+        self.last_chunk = now
+
+    # decisions ---------------------------------------------------------------
+    def gap_hold_due(self, now: float) -> bool:
+        """True once per gap in the raw chunks longer than ``chunk_hold_s`` while running."""
+        if self.stopped or self.last_chunk is None or self._gap_held == self.last_chunk:
+            return False
+        if now - self.last_chunk <= self.cfg.chunk_hold_s:
+            return False
+        self._gap_held = self.last_chunk
+        self.gap_holds += 1
+        return True
+
+    def problems(self, now: float) -> list[str]:
+        out = []
+        for node in self.cfg.required_nodes:
+            seen = self.last_seen.get(node)
+            if seen is None:
+                if now - self.started > self.cfg.silence_timeout_s:
+                    out.append(f'{node} never reported')
+                continue
+            if now - seen > self.cfg.silence_timeout_s:
+                out.append(f'{node} silent for {now - seen:.1f} s')
+            level, message = self.levels[node]
+            if level in (ERROR, STALE):
+                out.append(f'{node} {LEVEL_NAMES[level]}: {message}')
+        if self.last_chunk is not None and now - self.last_chunk > self.cfg.chunk_timeout_s:
+            out.append(f'no action chunk for {(now - self.last_chunk) * 1e3:.0f} ms')
+        if (
+            self.world_version
+            and self.accepted_version
+            and self.world_version != self.accepted_version
+        ):
+            out.append(
+                f'model version mismatch: world {self.world_version}, '
+                f'action expert accepts {self.accepted_version}'
+            )
+        return out
+
+    def evaluate(self, now: float) -> bool:
+        """Update the stop state; True when this call tripped a new stop."""
+        problems = self.problems(now)
+        if problems:
+            self._ok_since = None
+            if not self.stopped:
+                self.stopped, self.reason = True, problems[0]
+                self.stops += 1
+                return True
+            return False
+        if self.stopped:
+            if self._ok_since is None:
+                self._ok_since = now
+            elif now - self._ok_since >= self.cfg.holdoff_s:
+                self.stopped, self.reason = False, ''
+        return False
+
+    def reset(self, now: float) -> tuple[bool, str]:
+        problems = self.problems(now)
+        if problems:
+            return False, 'cannot reset: ' + '; '.join(problems)
+        was = self.stopped
+        self.stopped, self.reason, self._ok_since = False, '', None
+        return True, 'reset' if was else 'was not stopped'

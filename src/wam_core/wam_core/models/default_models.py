@@ -1,0 +1,77 @@
+"""Write deterministic, seeded default model directories (no download needed).
+
+    python -m wam_core.models.default_models --out models [--seed 0]
+
+Each directory gets config.json, model.safetensors and manifest.json (sha256 of
+each file, name, version). The action expert's manifest names the world-expert
+version it pairs with; readers refuse representations of any other version.
+A later training step overwrites these with trained weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+from transformers import ViTModel
+
+from ..common.robot import TABLETOP_ARM
+from .action_expert import ActionExpert, ActionExpertConfig, default_delta_scale
+from .manifest import write_manifest
+from .world_expert import default_world_config, representation_tokens
+
+WORLD_NAME = 'wam-world-vit-tiny'
+ACTION_NAME = 'wam-action-object-mlp'
+
+
+def write_default_models(
+    out: str, seed: int = 0, joints: int = len(TABLETOP_ARM.joint_names)
+) -> dict:
+    version = f'default-seed{seed}'
+    world_dir, action_dir = os.path.join(out, 'world_expert'), os.path.join(out, 'action_expert')
+    torch.manual_seed(seed)
+    world = ViTModel(default_world_config(), add_pooling_layer=False)
+    world.save_pretrained(world_dir)
+    write_manifest(world_dir, WORLD_NAME, version, {'seed': seed, 'trained': False})
+    torch.manual_seed(seed + 1)
+    cfg = ActionExpertConfig(
+        repr_dim=world.config.hidden_size,
+        repr_tokens=representation_tokens(world.config),
+        num_joints=joints,
+        delta_scale=default_delta_scale(TABLETOP_ARM.joint_names[:joints]),
+    )
+    action = ActionExpert(cfg)
+    action.save_pretrained(action_dir)
+    write_manifest(
+        action_dir,
+        ACTION_NAME,
+        version,
+        {
+            'seed': seed,
+            'trained': False,
+            'world_version': version,
+            'joint_names': list(TABLETOP_ARM.joint_names[:joints]),
+        },
+    )
+    return {'world_dir': world_dir, 'action_dir': action_dir, 'version': version}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument('--out', default='models')
+    ap.add_argument('--seed', type=int, default=0)
+    args = ap.parse_args(argv)
+    info = write_default_models(args.out, args.seed)
+    print(
+        f'default models written: {info["world_dir"]}, {info["action_dir"]} '
+        f'(version {info["version"]})'
+    )
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

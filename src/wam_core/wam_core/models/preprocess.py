@@ -1,0 +1,34 @@
+"""The world expert's input: an RGB uint8 frame -> a normalised tensor at the model's size."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+class Preprocessor:
+    """RGB uint8 HxWx3 -> normalised 1x3xSxS tensor for the vision encoder."""
+
+    def __init__(self, size: int, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), dtype=torch.float32):
+        self.size = size
+        self.dtype = dtype
+        self._scale = torch.tensor([1.0 / (255.0 * s) for s in std]).view(1, 3, 1, 1)
+        self._shift = torch.tensor([-m / s for m, s in zip(mean, std, strict=True)]).view(
+            1, 3, 1, 1
+        )
+
+    def __call__(self, rgb: np.ndarray) -> torch.Tensor:
+        if not (rgb.flags.c_contiguous and rgb.flags.writeable):
+            rgb = np.array(rgb)  # ~50 kB copy; torch wants a writable, contiguous buffer
+        x = torch.from_numpy(rgb).permute(2, 0, 1).unsqueeze(0).float()
+        if x.shape[-2:] != (self.size, self.size):
+            x = F.interpolate(
+                x,
+                size=(self.size, self.size),
+                mode='bilinear',
+                align_corners=False,
+                antialias=True,
+            )
+        x = x * self._scale + self._shift
+        return x.to(self.dtype)

@@ -1,0 +1,220 @@
+"""LLM planner: any OpenAI-compatible chat-completions server (SGLang in production).
+
+The request asks for JSON constrained by the plan's JSON schema (``response_format``
+``json_schema``), so a constrained-decoding server (SGLang, llama.cpp) can only emit
+a well-formed plan; the reply is still parsed and validated here. Transport failures
+(timeout, refused connection, HTTP 5xx) are retried with exponential backoff and
+jitter inside one overall deadline; a circuit breaker stops calling a dead server for
+a cool-down. ``FallbackPlanner`` falls back to the rules on any failure, including a
+valid plan that names objects the instruction never mentions, and counts why.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable
+
+import httpx
+
+from .plan import MAX_INSTRUCTION, PLAN_SCHEMA, SKILLS, Plan, PlanError, validate_plan
+from .rules import ungrounded_objects
+
+MAX_REPLY_BYTES = 16_384
+
+SYSTEM_PROMPT = (
+    'You turn a robot instruction into a plan: a JSON object {"subtasks": [...]}. '
+    'Each subtask has '
+    f'"skill" (one of {", ".join(SKILLS)}), "object" ({{"class", "color"}} or null) '
+    'and "destination" '
+    '({"class", "color"} or null). Pick-and-place is: perceive, locate X, grasp X, '
+    'transport X to Y, '
+    'place X to Y, release X. Use English class and colour words, lower case. '
+    'Reply with the JSON only.'
+)
+
+
+class LLMError(RuntimeError):
+    """The LLM could not give a plan; ``reason`` is a short counter key."""
+
+    def __init__(self, reason: str, detail: str = ''):
+        super().__init__(f'{reason}: {detail}' if detail else reason)
+        self.reason = reason
+
+
+class CircuitBreaker:
+    def __init__(
+        self,
+        failures: int = 3,
+        cooldown_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.threshold = failures
+        self.cooldown_s = cooldown_s
+        self.clock = clock
+        self.failures = 0
+        self.open_until = 0.0
+
+    def allow(self) -> bool:
+        return self.clock() >= self.open_until
+
+    def success(self) -> None:
+        self.failures = 0
+
+    def failure(self) -> None:
+        self.failures += 1
+        if self.failures >= self.threshold:
+            self.open_until = self.clock() + self.cooldown_s
+            self.failures = 0
+
+
+class LLMPlanner:
+    name = 'llm'
+
+    def __init__(
+        self,
+        base_url: str = 'http://localhost:30000/v1',
+        model: str = 'default',
+        timeout_s: float = 2.0,
+        deadline_s: float = 4.0,
+        retries: int = 2,
+        backoff_s: float = 0.1,
+        api_key: str = '',
+        breaker: CircuitBreaker | None = None,
+        schema_mode: str = 'json_schema',
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ):
+        self.url = base_url.rstrip('/') + '/chat/completions'
+        self.model = model
+        self.timeout_s = timeout_s
+        self.deadline_s = deadline_s
+        self.retries = retries
+        self.backoff_s = backoff_s
+        if schema_mode not in ('json_schema', 'json_object'):
+            raise ValueError(
+                "schema_mode must be 'json_schema' (OpenAI, SGLang) or 'json_object' (llama.cpp)"
+            )
+        self.schema_mode = schema_mode
+        self.breaker = breaker or CircuitBreaker()
+        self.sleep = sleep
+        self.rng = rng or random.Random()
+        headers = {'Authorization': f'Bearer {api_key}'} if api_key else {}
+        self._client = httpx.Client(
+            headers=headers, trust_env=False
+        )  # no proxies: loopback/LAN server
+
+    def request_body(self, instruction: str) -> dict:
+        return {
+            'model': self.model,
+            'temperature': 0.0,
+            'max_tokens': 512,
+            'messages': [
+                {'role': 'system', 'content': SYSTEM_PROMPT},
+                {'role': 'user', 'content': instruction},
+            ],
+            # OpenAI's and SGLang's form; llama.cpp's server takes the schema beside json_object.
+            'response_format': (
+                {
+                    'type': 'json_schema',
+                    'json_schema': {'name': 'task_plan', 'schema': PLAN_SCHEMA, 'strict': True},
+                }
+                if self.schema_mode == 'json_schema'
+                else {'type': 'json_object', 'schema': PLAN_SCHEMA}
+            ),
+        }
+
+    def plan(self, instruction: str) -> Plan:
+        if not instruction.strip() or len(instruction) > MAX_INSTRUCTION:
+            raise LLMError('bad_instruction', 'empty or oversized instruction')
+        if not self.breaker.allow():
+            raise LLMError(
+                'circuit_open', 'server failed repeatedly; not calling it during the cool-down'
+            )
+        start = time.monotonic()
+        body = self.request_body(instruction)
+        last = LLMError('unreachable')
+        for attempt in range(self.retries + 1):
+            remaining = self.deadline_s - (time.monotonic() - start)
+            if remaining <= 0.05:
+                break
+            try:
+                resp = self._client.post(
+                    self.url, json=body, timeout=min(self.timeout_s, remaining)
+                )
+            except httpx.TimeoutException as exc:
+                last = LLMError('timeout', str(exc) or 'no reply in time')
+            except httpx.TransportError as exc:
+                last = LLMError('connection', str(exc))
+            else:
+                if resp.status_code >= 500:
+                    last = LLMError('http_5xx', f'HTTP {resp.status_code}')
+                elif resp.status_code != 200:
+                    self.breaker.failure()
+                    raise LLMError('http_4xx', f'HTTP {resp.status_code}')
+                else:
+                    self.breaker.success()
+                    return self._parse(resp)
+            self.breaker.failure()
+            if not self.breaker.allow():
+                break
+            if attempt < self.retries:
+                pause = (
+                    self.backoff_s * (2**attempt) * (0.5 + self.rng.random())
+                )  # full jitter around 2^n
+                self.sleep(min(pause, max(0.0, self.deadline_s - (time.monotonic() - start))))
+        raise last
+
+    def _parse(self, resp: httpx.Response) -> Plan:
+        if len(resp.content) > MAX_REPLY_BYTES:
+            raise LLMError('oversized', f'{len(resp.content)} bytes')
+        try:
+            content = resp.json()['choices'][0]['message']['content']
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise LLMError('bad_response', 'not an OpenAI chat-completions reply') from None
+        if not isinstance(content, str) or not content.strip():
+            raise LLMError('empty', 'empty message content')
+        try:
+            doc = json.loads(content)
+        except ValueError:
+            raise LLMError('invalid_json', content[:80]) from None
+        try:
+            return validate_plan(doc, self.name)
+        except PlanError as exc:
+            raise LLMError('schema', str(exc)) from None
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class FallbackPlanner:
+    """LLM first (when configured), rules on any LLM failure. Counts fallbacks by reason."""
+
+    def __init__(self, llm: LLMPlanner | None, rules, logger: Callable[[str], None] = print):
+        self.llm = llm
+        self.rules = rules
+        self.logger = logger
+        self.fallbacks: dict[str, int] = {}
+        self.plans: dict[str, int] = {}
+
+    def plan(self, instruction: str) -> Plan:
+        if self.llm is not None:
+            try:
+                plan = self.llm.plan(instruction)
+                extra = ungrounded_objects(plan, instruction)
+                if extra:
+                    raise LLMError(
+                        'ungrounded', f'plan names objects the instruction does not: {extra}'
+                    )
+                self.plans['llm'] = self.plans.get('llm', 0) + 1
+                return plan
+            except LLMError as exc:
+                self.fallbacks[exc.reason] = self.fallbacks.get(exc.reason, 0) + 1
+                self.logger(f'LLM planner failed ({exc}); falling back to rules')
+        try:
+            plan = self.rules.plan(instruction)
+        except PlanError as exc:
+            raise PlanError(f'cannot plan {instruction[:80]!r}: {exc}') from None
+        self.plans['rules'] = self.plans.get('rules', 0) + 1
+        return plan

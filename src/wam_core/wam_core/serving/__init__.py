@@ -1,0 +1,7 @@
+"""Serving logic on the hot path, without ROS: what the expert nodes run per message.
+
+``frame_encoder`` validates a camera frame and encodes it once into the cache;
+``action_ticker`` runs one 50 Hz tick against the cache; ``image`` validates and
+preprocesses frames; ``latency`` keeps allocation-free latency and rate statistics.
+May import ``wam_core.cache``, ``wam_core.models``, numpy and torch.
+"""

@@ -1,0 +1,158 @@
+"""Action-expert serving logic: one 50 Hz tick against the representation cache.
+
+Per tick: read the newest usable representation (version, TTL, seqlock), reuse
+its prepared scene state (the object positions the action expert reads off it) if
+it is the one already prepared, decode a chunk from
+the latest joint state and subtask vector. When nothing usable is there, the tick
+degrades to a *hold* at the current joint positions and says why. Never waits for
+the world expert; buffers are allocated once.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..cache.protocol import ReadResult
+
+# Cache arrays are read-only views (shared with the writer or mapped PROT_READ);
+# the model only reads them under inference_mode, so torch's warning is moot.
+warnings.filterwarnings('ignore', message='The given NumPy array is not writable')
+
+
+@dataclass
+class Descriptor:
+    """The fields of a RepresentationDescriptor the reader needs."""
+
+    key: str
+    model_version: str
+    slot: int
+    epoch: int = 0
+
+
+@dataclass
+class TickResult:
+    kind: str  # 'chunk' | 'hold' | 'skip'
+    positions: np.ndarray | None  # [H, N] for a chunk, [1, N] for a hold
+    reason: str = ''
+    repr_key: str = ''
+    repr_age_ms: float = float('nan')
+    obs_stamp_ns: int = 0
+    stages: dict[str, float] = field(default_factory=dict)
+    new_representation: bool = False  # the first chunk computed from this representation
+
+
+class ActionTicker:
+    def __init__(
+        self,
+        model,
+        cache,
+        version: str,
+        num_joints: int,
+        subtask_dim: int,
+        timeout_ms: float = 15.0,
+    ):
+        self.model = model
+        self.cache = cache
+        self.version = version  # the world-model version this expert accepts
+        self.timeout_ms = timeout_ms
+        dtype = next(model.parameters()).dtype
+        self._dtype = dtype
+        self._joint = torch.zeros(1, num_joints, dtype=dtype)
+        self._subtask = torch.zeros(1, subtask_dim, dtype=dtype)
+        self._joint_np: np.ndarray | None = None
+        self._descriptor: Descriptor | None = None
+        self._scene = None
+        self._scene_key = ''
+        self.ticks = 0
+        self.chunks = 0
+        self.prepares = 0  # scene-state computations (once per representation)
+        self.degraded: dict[str, int] = {}
+
+    # inputs ----------------------------------------------------------------
+    @property
+    def joint_positions(self) -> np.ndarray | None:
+        """The latest valid joint state (configured order), or None before the first."""
+        return None if self._joint_np is None else self._joint_np.copy()
+
+    def set_joint_state(self, positions: np.ndarray) -> None:
+        self._joint_np = np.array(positions, dtype=np.float32)
+        self._joint[0].copy_(torch.from_numpy(self._joint_np))
+
+    def set_subtask(self, vector: np.ndarray) -> None:
+        v = torch.as_tensor(np.asarray(vector, dtype=np.float32))
+        if v.shape != self._subtask.shape[1:] or not torch.isfinite(v).all():
+            raise ValueError(f'subtask vector must be {self._subtask.shape[1]} finite values')
+        self._subtask[0].copy_(v)
+
+    def set_descriptor(self, d: Descriptor) -> None:
+        self._descriptor = d
+
+    @property
+    def degraded_ticks(self) -> int:
+        return sum(self.degraded.values())
+
+    def _degrade(self, reason: str, stages) -> TickResult:
+        self.degraded[reason] = self.degraded.get(reason, 0) + 1
+        if self._joint_np is None:
+            return TickResult('skip', None, reason, stages=stages)
+        return TickResult('hold', self._joint_np.reshape(1, -1).copy(), reason, stages=stages)
+
+    # the tick --------------------------------------------------------------
+    @torch.inference_mode()
+    def tick(self) -> TickResult:
+        self.ticks += 1
+        t0 = time.perf_counter()
+        stages: dict[str, float] = {}
+        if self._joint_np is None:
+            return self._degrade('no_joint_state', stages)
+        d = self._descriptor
+        if d is not None and d.model_version != self.version:
+            stages['cache_read'] = (time.perf_counter() - t0) * 1e3
+            return self._degrade('version_mismatch', stages)
+        res: ReadResult = (
+            self.cache.read(d.slot, self.version, key=d.key, epoch=d.epoch)
+            if d is not None
+            else self.cache.latest(self.version)
+        )
+        t1 = time.perf_counter()
+        stages['cache_read'] = (t1 - t0) * 1e3
+        if not res.ok:
+            return self._degrade(res.reason, stages)
+        fresh = res.entry.key != self._scene_key
+        if fresh:
+            # Zero-copy: the scene state is computed straight from the cache's buffer, then the
+            # seqlock is re-checked so a slot rewritten meanwhile is never used.
+            rep = torch.from_numpy(res.array).unsqueeze(0)
+            scene = self.model.prepare(rep if rep.dtype == self._dtype else rep.to(self._dtype))
+            if not res.still_valid():
+                self._scene_key = ''
+                return self._degrade('torn', stages)
+            self._scene, self._scene_key = scene, res.entry.key
+            self.prepares += 1
+            stages['prepare'] = (time.perf_counter() - t1) * 1e3
+        t2 = time.perf_counter()
+        out = self.model.decode(self._scene, self._joint, self._subtask)[0]
+        positions = out.float().numpy()
+        t3 = time.perf_counter()
+        stages['forward'] = (t3 - t2) * 1e3
+        if (t3 - t0) * 1e3 > self.timeout_ms:
+            return self._degrade('action_timeout', stages)
+        if not np.all(np.isfinite(positions)):
+            return self._degrade('non_finite_output', stages)
+        self.chunks += 1
+        return TickResult(
+            'chunk', positions, '', res.entry.key, res.age_ms, res.entry.stamp_ns, stages, fresh
+        )
+
+    def warmup(self, n: int, repr_shape) -> None:
+        """n full passes on a synthetic representation (not counted as ticks)."""
+        rep = torch.zeros((1,) + tuple(repr_shape), dtype=self._dtype)
+        with torch.inference_mode():
+            scene = self.model.prepare(rep)
+            for _ in range(n):
+                self.model.decode(scene, self._joint, self._subtask)

@@ -1,0 +1,149 @@
+"""World-expert serving logic: validate a frame, encode it once, cache it.
+
+Besides the image itself, two things make a frame unusable:
+- its stamp: from the future (a clock jump, a skewed clock) or already older than the
+  cache TTL, its representation would be trusted for too long or never be fresh;
+- a frozen camera: a driver that repeats the last frame. A static scene repeats frames
+  too, and then reusing the representation is right (encode once); so a repeat counts as
+  frozen only once the arm has moved since that frame content first arrived.
+A rejected frame neither encodes nor refreshes the cache, so the representation ages
+past the TTL and the action expert holds.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..cache.protocol import CacheEntry, now_ns
+from .image import ImageError, fingerprint, frame_to_array
+from .latency import StageTimer
+
+
+@dataclass
+class EncodeOutcome:
+    entry: CacheEntry
+    cache_hit: bool
+    encode_ms: float
+
+
+class FrameEncoder:
+    """Camera frame -> cached representation. A repeated identical frame is a hit."""
+
+    def __init__(
+        self,
+        expert,
+        cache,
+        timeout_ms: float = 40.0,
+        max_age_ms: float = math.inf,
+        max_future_ms: float = 100.0,
+        frozen_motion: float = 0.003,
+        clock=now_ns,
+    ):
+        self.expert = expert
+        self.cache = cache
+        self.timeout_ms = timeout_ms
+        self.max_age_ns = max_age_ms * 1e6
+        self.max_future_ns = max_future_ms * 1e6
+        self.frozen_motion = (
+            frozen_motion  # rad (max over joints) of arm motion that a repeat must not hide
+        )
+        self.clock = clock
+        self.joint_positions: np.ndarray | None = None  # fed by the node from /joint_states
+        self._content_joints: np.ndarray | None = (
+            None  # joints when the current content first arrived
+        )
+        self.frames = 0  # valid frames seen
+        self.hits = 0  # identical frames served from the cache
+        self.timeouts = 0  # encodes slower than the world timeout
+        self.rejected: dict[str, int] = {}
+        self.timer = StageTimer('validate', 'encode', 'cache_write')
+
+    def reject(self, reason: str) -> None:
+        self.rejected[reason] = self.rejected.get(reason, 0) + 1
+
+    @property
+    def world_calls(self) -> int:
+        return self.expert.calls
+
+    def check(
+        self, encoding: str, height: int, width: int, step: int, data, stamp_ns: int
+    ) -> np.ndarray:
+        """Validate layout and stamp (cheap, no copy): the RGB view, or ImageError (counted).
+        The node calls it on arrival, so every bad frame is counted, even one that a newer
+        frame would have replaced before the encoder got to it."""
+        try:
+            rgb = frame_to_array(encoding, height, width, step, data)
+        except ImageError as exc:
+            self.reject(_reason_key(exc))
+            raise
+        age_ns = self.clock() - stamp_ns
+        if age_ns < -self.max_future_ns:
+            self.reject('stamp_future')
+            raise ImageError(f'stamp {-age_ns / 1e6:.0f} ms in the future (clock jump?)')
+        if age_ns > self.max_age_ns:
+            self.reject('stamp_old')
+            raise ImageError(f'stamp {age_ns / 1e6:.0f} ms old, past the cache TTL')
+        return rgb
+
+    def process(
+        self, encoding: str, height: int, width: int, step: int, data, stamp_ns: int
+    ) -> EncodeOutcome:
+        """Raise ImageError (counted) for a bad frame; otherwise return the cache entry."""
+        t0 = time.perf_counter()
+        rgb = self.check(encoding, height, width, step, data, stamp_ns)
+        fp = fingerprint(encoding, height, width, data)
+        t1 = time.perf_counter()
+        self.timer.add('validate', (t1 - t0) * 1e3)
+        entry = self.cache.lookup(fp)
+        q = self.joint_positions
+        if entry is not None:
+            if (
+                q is not None
+                and self._content_joints is not None
+                and q.shape == self._content_joints.shape
+                and np.max(np.abs(q - self._content_joints)) > self.frozen_motion
+            ):
+                self.reject('frozen')
+                raise ImageError(
+                    'the same frame again although the arm moved '
+                    f'{np.max(np.abs(q - self._content_joints)):.3f} rad: camera frozen?'
+                )
+            entry = self.cache.touch(entry, stamp_ns)
+            self.frames += 1
+            self.hits += 1
+            return EncodeOutcome(entry, True, 0.0)
+        self._content_joints = None if q is None else q.copy()
+        rep = self.expert.encode(rgb)
+        t2 = time.perf_counter()
+        encode_ms = (t2 - t1) * 1e3
+        self.timer.add('encode', encode_ms)
+        if encode_ms > self.timeout_ms:
+            self.timeouts += 1
+        entry = self.cache.put(fp, stamp_ns, rep)
+        self.frames += 1  # counted once cached, so calls/frame is exact at any instant
+        self.timer.add('cache_write', (time.perf_counter() - t2) * 1e3)
+        return EncodeOutcome(entry, False, encode_ms)
+
+    def calls_per_frame(self) -> float:
+        """World-expert calls per *distinct* frame (1.00 means encode-once holds)."""
+        distinct = self.frames - self.hits
+        return self.world_calls / distinct if distinct else float('nan')
+
+
+def _reason_key(exc: Exception) -> str:
+    """A short counter key for an image rejection ('encoding', 'size', 'length', ...)."""
+    msg = str(exc)
+    for key, marker in (
+        ('encoding', 'encoding'),
+        ('empty', 'empty'),
+        ('length', 'data length'),
+        ('step', 'step'),
+        ('size', 'size'),
+    ):
+        if marker in msg:
+            return key
+    return 'other'

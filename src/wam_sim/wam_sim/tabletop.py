@@ -1,0 +1,291 @@
+"""Simulated tabletop robot: MuJoCo physics, offscreen camera, joint-trajectory control.
+
+A 6-revolute-joint arm with a parallel gripper, a red cube (the "apple"), distractor
+cubes of other colours and an open-top box (the "fridge"). Object positions are drawn
+from the episode seed; physics is deterministic, so a seed plus the same commands
+give the same episode. No rclpy here: the robot_agent node wires it to ROS topics.
+
+Commands follow ros2_control's joint_trajectory_controller:
+- a new trajectory replaces the current one from its start time (header.stamp;
+  0 means "now"); until then the old one keeps running;
+- between points, positions are interpolated linearly in time_from_start, starting
+  from the setpoint held when the new trajectory took over;
+- points whose time is already past when the trajectory starts are skipped;
+- after the last point the setpoint holds.
+A safety stop freezes the arm where it is and ignores trajectories until released.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+os.environ.setdefault('MUJOCO_GL', 'egl')
+import mujoco  # noqa: E402  (MUJOCO_GL must be set before the import)
+
+from wam_core.common.robot import TABLETOP_ARM  # noqa: E402
+
+JOINT_NAMES = list(TABLETOP_ARM.joint_names)
+HOME = np.array([0.0, -0.6, 1.2, -0.6, 0.0, 0.0, 0.04])
+TABLE_Z = 0.4
+FRIDGE_HALF = np.array([0.07, 0.07])
+DISTRACTOR_COLORS = {'green': '0.1 0.7 0.2 1', 'blue': '0.1 0.3 0.9 1', 'yellow': '0.9 0.8 0.1 1'}
+# The front camera: position, image x and y axes in the world (MuJoCo's xyaxes), vertical field of view.
+CAMERA_POS = np.array([1.25, 0.0, 1.05])
+CAMERA_X = np.array([0.0, 1.0, 0.0])
+CAMERA_Y = np.array([-0.6, 0.0, 0.8])
+CAMERA_FOVY_DEG = 55.0
+
+
+def camera_pixels(points: np.ndarray, image_size: int = 128) -> np.ndarray:
+    """World points [..., 3] -> (column, row) in the front camera's image, pixels from the
+    top-left corner (the layout of ``TabletopSim.render``): pinhole projection."""
+    z_axis = np.cross(CAMERA_X, CAMERA_Y)  # the camera looks along -z
+    d = np.asarray(points, dtype=np.float64) - CAMERA_POS
+    depth = -(d @ z_axis)
+    f = 0.5 * image_size / np.tan(np.radians(CAMERA_FOVY_DEG) / 2)
+    col = 0.5 * image_size + f * (d @ CAMERA_X) / depth
+    row = 0.5 * image_size - f * (d @ CAMERA_Y) / depth
+    return np.stack([col, row], axis=-1)
+
+
+def _range(joint: str) -> str:
+    """A joint's position range in MJCF, from the robot description."""
+    limit = TABLETOP_ARM.limits[joint]
+    return f'{limit.lower} {limit.upper}'
+
+
+def scene_xml(image_size: int = 128) -> str:
+    distractors = ''.join(
+        f'<body name="{c}_cube" pos="0 0 0"><freejoint name="{c}_free"/>'
+        f'<geom type="box" size=".02 .02 .02" rgba="{rgba}" mass="0.05" friction="1 0.01 0.001"/></body>'
+        for c, rgba in DISTRACTOR_COLORS.items()
+    )
+    return f"""
+<mujoco model="wam_tabletop">
+  <compiler angle="radian"/>
+  <option timestep="0.002" integrator="implicitfast"/>
+  <visual><global offwidth="{image_size}" offheight="{image_size}"/><quality shadowsize="0"/>
+    <map znear="0.01"/></visual>
+  <default><joint damping="2" armature="0.05"/><geom condim="4" friction="1 0.01 0.001"/>
+    <!-- arm geoms touch the world and objects but never each other -->
+    <default class="arm"><geom contype="2" conaffinity="1"/></default></default>
+  <worldbody>
+    <light pos="0 0 2.5" dir="0 0 -1" castshadow="false"/>
+    <geom name="floor" type="plane" size="2 2 0.1" rgba=".5 .5 .5 1"/>
+    <geom name="table" type="box" pos="0.45 0 {TABLE_Z / 2}" size="0.4 0.5 {TABLE_Z / 2}" rgba=".6 .45 .3 1"/>
+    <camera name="front" pos="{' '.join(map(str, CAMERA_POS))}" xyaxes="{' '.join(map(str, [*CAMERA_X, *CAMERA_Y]))}"
+            fovy="{CAMERA_FOVY_DEG}"/>
+    <body name="base" pos="0 0 {TABLE_Z}" childclass="arm">
+      <geom type="cylinder" size=".06 .05" pos="0 0 .05" rgba=".2 .2 .2 1"/>
+      <body name="link1" pos="0 0 .1">
+        <joint name="arm_joint_1" range="{_range('arm_joint_1')}" axis="0 0 1"/>
+        <geom type="capsule" fromto="0 0 0 0 0 .1" size=".04" rgba=".8 .8 .8 1"/>
+        <body name="link2" pos="0 0 .1">
+          <joint name="arm_joint_2" range="{_range('arm_joint_2')}" axis="0 1 0"/>
+          <geom type="capsule" fromto="0 0 0 .3 0 0" size=".035" rgba=".8 .8 .8 1"/>
+          <body name="link3" pos=".3 0 0">
+            <joint name="arm_joint_3" range="{_range('arm_joint_3')}" axis="0 1 0"/>
+            <geom type="capsule" fromto="0 0 0 .28 0 0" size=".03" rgba=".8 .8 .8 1"/>
+            <body name="link4" pos=".28 0 0">
+              <joint name="arm_joint_4" range="{_range('arm_joint_4')}" axis="0 1 0"/>
+              <geom type="capsule" fromto="0 0 0 .06 0 0" size=".025" rgba=".7 .7 .7 1"/>
+              <body name="link5" pos=".06 0 0">
+                <joint name="arm_joint_5" range="{_range('arm_joint_5')}" axis="1 0 0"/>
+                <geom type="cylinder" fromto="0 0 0 .02 0 0" size=".022" rgba=".7 .7 .7 1"/>
+                <body name="link6" pos=".02 0 0">
+                  <joint name="arm_joint_6" range="{_range('arm_joint_6')}" axis="0 1 0"/>
+                  <geom type="box" size=".015 .05 .015" pos=".015 0 0" rgba=".3 .3 .3 1"/>
+                  <site name="tcp" pos=".09 0 0"/>
+                  <body name="finger_l" pos=".05 0 0">
+                    <joint name="gripper_joint" type="slide" axis="0 1 0" range="{_range('gripper_joint')}" damping="5"/>
+                    <geom type="box" size=".04 .006 .012" pos=".04 .006 0" rgba=".2 .2 .2 1" friction="2 0.05 0.001"/>
+                  </body>
+                  <body name="finger_r" pos=".05 0 0">
+                    <joint name="finger_r" type="slide" axis="0 -1 0" range="{_range('gripper_joint')}" damping="5"/>
+                    <geom type="box" size=".04 .006 .012" pos=".04 -.006 0" rgba=".2 .2 .2 1" friction="2 0.05 0.001"/>
+                  </body>
+                </body>
+              </body>
+            </body>
+          </body>
+        </body>
+      </body>
+    </body>
+    <body name="apple" pos="0 0 0"><freejoint name="apple_free"/>
+      <geom type="box" size=".02 .02 .02" rgba=".9 .1 .1 1" mass="0.05" friction="1.5 0.01 0.001"/></body>
+    {distractors}
+    <body name="fridge" pos="0 0 {TABLE_Z}">
+      <geom type="box" size="{FRIDGE_HALF[0]} {FRIDGE_HALF[1]} .004" pos="0 0 .004" rgba=".9 .9 .95 1"/>
+      <geom type="box" size=".004 {FRIDGE_HALF[1]} .03" pos="{FRIDGE_HALF[0]} 0 .03" rgba=".9 .9 .95 1"/>
+      <geom type="box" size=".004 {FRIDGE_HALF[1]} .03" pos="-{FRIDGE_HALF[0]} 0 .03" rgba=".9 .9 .95 1"/>
+      <geom type="box" size="{FRIDGE_HALF[0]} .004 .03" pos="0 {FRIDGE_HALF[1]} .03" rgba=".9 .9 .95 1"/>
+      <geom type="box" size="{FRIDGE_HALF[0]} .004 .03" pos="0 -{FRIDGE_HALF[1]} .03" rgba=".9 .9 .95 1"/>
+    </body>
+  </worldbody>
+  <equality><joint joint1="gripper_joint" joint2="finger_r"/></equality>
+  <actuator>
+    {''.join(f'<position name="{j}" joint="{j}" kp="400" kv="40" ctrlrange="{_range(j)}"/>' for j in JOINT_NAMES[:6])}
+    <position name="gripper_joint" joint="gripper_joint" kp="300" kv="20" ctrlrange="{_range('gripper_joint')}"/>
+  </actuator>
+</mujoco>"""
+
+
+@dataclass
+class Trajectory:
+    start: float  # sim time (s) at which point times count from
+    times: np.ndarray  # [K] absolute sim times of the kept points
+    positions: np.ndarray  # [K, 7]
+    origin: np.ndarray | None = None  # setpoint when it took over (filled on activation)
+    origin_time: float = 0.0
+
+
+class TabletopSim:
+    def __init__(self, seed: int = 0, image_size: int = 128, render: bool = True):
+        self.model = mujoco.MjModel.from_xml_string(scene_xml(image_size))
+        self.data = mujoco.MjData(self.model)
+        self.image_size = image_size
+        self._qadr = [self.model.jnt_qposadr[self.model.joint(j).id] for j in JOINT_NAMES]
+        self._dadr = [self.model.jnt_dofadr[self.model.joint(j).id] for j in JOINT_NAMES]
+        self._renderer = mujoco.Renderer(self.model, image_size, image_size) if render else None
+        self.stopped = False
+        self.reset(seed)
+
+    # episode ----------------------------------------------------------------------
+    def reset(self, seed: int) -> None:
+        mujoco.mj_resetData(self.model, self.data)
+        rng = np.random.default_rng(seed)
+        self.seed = seed
+        for i, a in enumerate(self._qadr):
+            self.data.qpos[a] = HOME[i]
+        self.data.qpos[self.model.jnt_qposadr[self.model.joint('finger_r').id]] = HOME[6]
+        # fridge on one side, apple and distractors spread over the rest of the reach
+        side = rng.choice([-1.0, 1.0])
+        fridge = np.array([rng.uniform(0.42, 0.52), side * rng.uniform(0.22, 0.3)])
+        self.model.body('fridge').pos[:2] = fridge
+        taken = [fridge]
+        for name in ['apple'] + [f'{c}_cube' for c in DISTRACTOR_COLORS]:
+            for _ in range(100):
+                xy = np.array([rng.uniform(0.35, 0.6), rng.uniform(-0.25, 0.25)])
+                if all(np.linalg.norm(xy - t) > 0.12 for t in taken):
+                    break
+            taken.append(xy)
+            adr = self.model.jnt_qposadr[self.model.joint(f'{name.split("_")[0]}_free').id]
+            self.data.qpos[adr : adr + 3] = [xy[0], xy[1], TABLE_Z + 0.021]
+            self.data.qpos[adr + 3 : adr + 7] = [1, 0, 0, 0]
+        self.data.ctrl[:] = HOME
+        mujoco.mj_forward(self.model, self.data)
+        self.setpoint = HOME.copy()
+        self.trajectory: Trajectory | None = None
+        self.pending: list[Trajectory] = []
+        self.stopped = False
+        self.stop_time: float | None = None
+
+    @property
+    def time(self) -> float:
+        return float(self.data.time)
+
+    def joint_positions(self) -> np.ndarray:
+        return np.array([self.data.qpos[a] for a in self._qadr])
+
+    def joint_velocities(self) -> np.ndarray:
+        return np.array([self.data.qvel[a] for a in self._dadr])
+
+    def body_position(self, name: str) -> np.ndarray:
+        return self.data.body(name).xpos.copy()
+
+    def tcp_position(self) -> np.ndarray:
+        return self.data.site('tcp').xpos.copy()
+
+    def success(self) -> bool:
+        """The apple rests inside the fridge's walls, near its floor."""
+        apple, fridge = self.body_position('apple'), self.body_position('fridge')
+        inside = np.all(np.abs(apple[:2] - fridge[:2]) < FRIDGE_HALF - 0.01)
+        return bool(inside and apple[2] < TABLE_Z + 0.05)
+
+    # commands -----------------------------------------------------------------------
+    def command(
+        self, names: Sequence[str], positions, time_from_start, start_time: float = 0.0
+    ) -> None:
+        """A JointTrajectory: replaces the current one from start_time (0 = now)."""
+        if list(names) != JOINT_NAMES:
+            order = [list(names).index(j) for j in JOINT_NAMES]  # raises on a missing joint
+            positions = np.asarray(positions)[:, order]
+        start = self.time if start_time <= 0 else start_time
+        times = start + np.asarray(time_from_start, dtype=float)
+        pos = np.asarray(positions, dtype=float).reshape(len(times), len(JOINT_NAMES))
+        self.pending.append(Trajectory(start, times, pos))
+
+    def set_stop(self, stopped: bool) -> None:
+        if stopped and not self.stopped:
+            self.setpoint = self.joint_positions()  # freeze where it is
+            self.trajectory, self.pending = None, []
+            self.stop_time = self.time
+        self.stopped = stopped
+
+    def _update_setpoint(self) -> None:
+        now = self.time
+        if self.stopped:
+            return
+        due = [t for t in self.pending if t.start <= now + 1e-9]
+        if due:
+            self.pending = [t for t in self.pending if t.start > now + 1e-9]
+            traj = due[-1]
+            keep = traj.times > now  # points already past are skipped
+            if np.any(keep):
+                traj.times, traj.positions = traj.times[keep], traj.positions[keep]
+                traj.origin, traj.origin_time = self.setpoint.copy(), now
+                self.trajectory = traj
+            else:
+                self.trajectory = None
+                self.setpoint = traj.positions[-1].copy()
+        traj = self.trajectory
+        if traj is None:
+            return
+        times, pos = traj.times, traj.positions
+        if now >= times[-1]:
+            self.setpoint = pos[-1].copy()
+            self.trajectory = None
+            return
+        k = int(np.searchsorted(times, now, side='right'))
+        t0, p0 = (traj.origin_time, traj.origin) if k == 0 else (times[k - 1], pos[k - 1])
+        a = (now - t0) / max(times[k] - t0, 1e-9)
+        self.setpoint = p0 + a * (pos[k] - p0)
+
+    def step(self, seconds: float) -> None:
+        n = max(1, int(round(seconds / self.model.opt.timestep)))
+        for _ in range(n):
+            self._update_setpoint()
+            self.data.ctrl[:] = self.setpoint
+            mujoco.mj_step(self.model, self.data)
+
+    def render(self) -> np.ndarray:
+        """128x128 RGB uint8 from the front camera (copy)."""
+        if self._renderer is None:
+            raise RuntimeError('created with render=False')
+        self._renderer.update_scene(self.data, camera='front')
+        return self._renderer.render().copy()
+
+    def close(self) -> None:
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
+
+
+class TcpKinematics:
+    """Joint positions [7] -> TCP position [3] in the sim's arm model."""
+
+    def __init__(self):
+        self._sim = TabletopSim(render=False)
+        m = self._sim.model
+        self._data = mujoco.MjData(m)
+        self._adr = [m.jnt_qposadr[m.joint(j).id] for j in JOINT_NAMES]
+
+    def __call__(self, q) -> np.ndarray:
+        for a, v in zip(self._adr, q, strict=True):
+            self._data.qpos[a] = v
+        mujoco.mj_kinematics(self._sim.model, self._data)
+        return self._data.site('tcp').xpos.copy()

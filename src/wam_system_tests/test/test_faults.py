@@ -1,0 +1,42 @@
+"""The short fault drill in `make test`: kill -9 of the world expert, and a camera stall.
+
+The multi-process stack runs on the MuJoCo robot; `wam_system_tests.faults` injects each
+fault and a recorder on /arm_controller/joint_trajectory checks every forwarded point.
+Asserted here without slack: no point breaks a joint limit, no full chunk rests on a
+representation older than TTL + one control period, the robot holds or stops, the stack
+recovers by itself, and no shared-memory segment or process is left behind. The timing
+targets (hold within 70 ms, recovery within 2 s) are asserted by `make faults`, a
+benchmark; here the figures are printed and only bound loosely (a hold within 0.5 s, a
+recovery within 10 s): recovery after a restart waits on DDS discovery of the new
+process, which on this shared 2-core machine has taken from 0.4 to 3.4 s.
+"""
+
+import os
+import random
+import uuid
+
+import pytest
+
+from wam_system_tests import faults
+
+
+@pytest.fixture(autouse=True)
+def domain():
+    os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
+
+
+def test_world_expert_kill_and_camera_stall():
+    out = faults.run(['world_kill', 'camera_stall'], shm_name=f'wam_faults_{uuid.uuid4().hex[:8]}')
+    for r in out['faults']:
+        print(
+            f'{r["fault"]}: hold {r["hold_ms"]} ms, recovery {r["recovery_s"]} s, '
+            f'unsafe {r["unsafe"]}, '
+            f'stale {r["stale"]} ({r["notes"]})'
+        )
+    assert [r['fault'] for r in out['faults']] == ['world_kill', 'camera_stall']
+    for r in out['faults']:
+        assert r['unsafe'] == 0, r
+        assert r['stale'] == 0, r
+        assert r['hold_ms'] is not None and r['hold_ms'] <= 500.0, r
+        assert r['recovery_s'] is not None and r['recovery_s'] <= 10.0, r
+    assert out['leaked_segments'] == [] and out['leaked_processes'] == []

@@ -1,0 +1,84 @@
+"""Each node declares exactly its schema's parameters, each with a descriptor that
+``ros2 param describe`` would show, and a bad value fails with the parameter named."""
+
+import os
+import random
+
+import pytest
+import rclpy
+from rcl_interfaces.msg import ParameterType
+from rclpy.lifecycle import TransitionCallbackReturn
+from rclpy.parameter import Parameter
+
+from action_expert_node.node import ActionExpertNode
+from harness_node.node import HarnessNode
+from robot_agent.agent_node import AgentNode
+from robot_agent.sim_robot import SimRobot
+from robot_agent.synthetic_robot import SyntheticRobot
+from wam_core.common.config import NODE_SCHEMAS
+from wam_core.common.params import ConfigError, leaves
+from world_expert_node.node import WorldExpertNode
+
+NODES = {
+    'world_expert': WorldExpertNode,
+    'action_expert': ActionExpertNode,
+    'harness': HarnessNode,
+    'sim_robot': SimRobot,
+    'synthetic_robot': SyntheticRobot,
+    'robot_agent': AgentNode,
+}
+# declared by rclpy itself on every node (and by diagnostic_updater on a full install)
+BUILT_IN = {'use_sim_time', 'start_type_description_service', 'diagnostic_updater.period'}
+NUMBERS = {ParameterType.PARAMETER_INTEGER, ParameterType.PARAMETER_DOUBLE}
+
+
+@pytest.fixture
+def ros():
+    os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
+    rclpy.init()
+    yield
+    rclpy.try_shutdown()
+
+
+@pytest.mark.parametrize('name', sorted(NODES))
+def test_each_node_declares_its_schema_with_descriptions(ros, name):
+    node = NODES[name]()
+    try:
+        declared = set(node.list_parameters([], 0).names) - BUILT_IN
+        schema = {leaf.name: leaf for leaf in leaves(NODE_SCHEMAS[name])}
+        assert declared == set(schema)
+        for d in node.describe_parameters(sorted(declared)):
+            leaf = schema[d.name]
+            assert d.description == leaf.spec.description and len(d.description) > 10, d.name
+            if d.type in NUMBERS:
+                ranges = d.floating_point_range or d.integer_range
+                assert ranges and ranges[0].from_value == leaf.spec.min, d.name
+            if leaf.spec.choices:
+                assert all(c in d.additional_constraints for c in leaf.spec.choices), d.name
+    finally:
+        node.destroy_node()
+
+
+def test_a_mistyped_or_out_of_range_value_fails_configure_naming_the_parameter(ros):
+    node = WorldExpertNode(
+        parameter_overrides=[
+            Parameter('repr_cache.ttl_ms', value=50),  # an int where a float is declared
+            Parameter('warmup_requests', value=-3),  # below its range
+        ]
+    )
+    try:
+        with pytest.raises(ConfigError, match='repr_cache.ttl_ms') as exc:
+            node.params.read()
+        assert 'warmup_requests' in str(exc.value)
+        assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
+    finally:
+        node.destroy_node()
+    node = ActionExpertNode(parameter_overrides=[Parameter('degrade_on_timeout', value='crash')])
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
+        with pytest.raises(ConfigError, match='degrade_on_timeout must be one of'):
+            node.params.read()
+    finally:
+        node.destroy_node()
+    with pytest.raises(ConfigError, match='safety.chunk_timeout_s'):
+        HarnessNode(parameter_overrides=[Parameter('safety.chunk_timeout_s', value=-1.0)])

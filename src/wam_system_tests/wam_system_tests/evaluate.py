@@ -1,0 +1,174 @@
+"""`make eval`: task success over held-out seeded episodes, three ways -> "task" in the report.
+
+    python -m wam_system_tests.evaluate [--episodes 50] [--mode multi]
+                                        [--only stack,direct,unified]
+
+- stack: the full ROS 2 stack at 50 Hz (world expert -> representation cache ->
+  action expert -> harness clamping gate -> simulated robot), one ExecuteTask goal
+  per episode; the simulator runs in real time in this process.
+- direct: the same experts called in-process, no ROS and no cache, the simulation
+  waiting for them (wam_learning.evaluate).
+- unified: the baseline without the split, world expert recomputed in every 50 Hz
+  tick, its real compute time charged to the robot (wam_learning.evaluate).
+
+Held-out seeds start at wam_learning.dataset.EVAL_FIRST_SEED; training uses seeds 0..N-1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from rclpy.action import ActionClient
+
+from robot_agent.stack import Stack
+from wam_core.common.config import ActionExpertParams, WorldExpertParams
+from wam_core.common.params import load_params
+from wam_core.common.paths import default_config, resolve_path
+from wam_core.models.manifest import read_manifest
+from wam_interfaces.action import ExecuteTask
+from wam_learning.dataset import EVAL_FIRST_SEED
+from wam_learning.evaluate import (
+    MAX_EPISODE_S,
+    SETTLE_S,
+    EpisodeResult,
+    Policy,
+    SuccessWatch,
+    evaluate,
+    summarise,
+)
+
+from .report import update_report
+
+INSTRUCTION = 'put the red apple in the fridge'
+
+
+def evaluate_stack(
+    seeds: list[int],
+    mode: str = 'multi',
+    config: str | None = None,
+    max_s: float = MAX_EPISODE_S,
+    progress: bool = True,
+) -> dict[str, float]:
+    from tqdm import tqdm
+
+    stack = Stack(mode, config or default_config(), robot='sim', seed=seeds[0])
+    results: list[EpisodeResult] = []
+    try:
+        stack.wait_ready(120)
+        stack.spin_for(
+            3.0, until=lambda: stack.monitor.forwarded > 0 and not stack.monitor.safety_stop
+        )
+        client = ActionClient(stack.monitor, ExecuteTask, '/harness/execute_task')
+        if not client.wait_for_server(timeout_sec=10.0):
+            raise RuntimeError('no ExecuteTask server on /harness/execute_task')
+        sim = stack.robot.sim
+        d0 = stack.stats()
+        bar = tqdm(
+            seeds,
+            desc=f'{mode}-process ROS 2 stack',
+            unit='ep',
+            disable=not progress,
+            file=sys.stderr,
+        )
+        for seed in bar:
+            sim.reset(seed)
+            sim.set_stop(True)  # settle as the direct runs do, then go
+            stack.spin_for(SETTLE_S)
+            sim.set_stop(False)
+            fut = client.send_goal_async(ExecuteTask.Goal(instruction=INSTRUCTION))
+            stack.spin_for(5.0, until=fut.done)
+            handle = fut.result() if fut.done() else None
+            if handle is None or not handle.accepted:
+                raise RuntimeError(f'seed {seed}: the harness did not accept the task')
+            t0, watch, res = sim.time, SuccessWatch(), EpisodeResult(seed, False, None)
+
+            def finished(watch=watch, res=res, t0=t0) -> bool:
+                if watch.update(sim.time, sim.success()):
+                    res.success, res.time_to_success_s = True, watch.since - t0
+                    return True
+                return sim.time - t0 > max_s
+
+            stack.spin_for(max_s * 2, until=finished)
+            results.append(res)
+            done = handle.cancel_goal_async()
+            stack.spin_for(3.0, until=done.done)
+            stack.spin_for(0.2)
+            bar.set_postfix(success=f'{sum(r.success for r in results)}/{len(results)}')
+        stack.spin_for(1.2)  # one more diagnostics round
+        d1 = stack.stats()
+    finally:
+        stack.shutdown()
+    out = summarise(results)
+    out['ticks'] = int(d1['ticks'] - d0['ticks'])
+    out['degraded_ticks'] = int(d1['degraded_ticks'] - d0['degraded_ticks'])
+    out['tick_ms_p99'] = d1['tick_p99']
+    out['period_ms_p99'] = d1['period_p99']
+    del out['compute_ms_p50'], out['compute_ms_p99']
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument('--episodes', type=int, default=50)
+    ap.add_argument('--first-seed', type=int, default=EVAL_FIRST_SEED)
+    ap.add_argument('--mode', default='multi', choices=['single', 'multi'])
+    ap.add_argument('--only', default='stack,direct,unified')
+    args = ap.parse_args(argv)
+    seeds = list(range(args.first_seed, args.first_seed + args.episodes))
+    which = [w.strip() for w in args.only.split(',') if w.strip()]
+    config = default_config()
+    world = load_params(config, 'world_expert', WorldExpertParams)
+    action = load_params(config, 'action_expert', ActionExpertParams)
+    world_dir, action_dir = resolve_path(world.model_dir), resolve_path(action.model_dir)
+    results: dict[str, dict] = {}
+    t0 = time.perf_counter()
+    if 'direct' in which or 'unified' in which:
+        policy = Policy(world_dir, action_dir, INSTRUCTION, precision=world.precision)
+        for mode in ('direct', 'unified'):
+            if mode in which:
+                results[mode] = evaluate(policy, seeds, mode)
+                print(f'{mode:8} success {results[mode]["successes"]}/{len(seeds)}', flush=True)
+    if 'stack' in which:
+        results['stack'] = evaluate_stack(seeds, args.mode, config)
+        print(f'stack    success {results["stack"]["successes"]}/{len(seeds)}', flush=True)
+    man = read_manifest(action_dir)
+    task = {
+        'episodes': len(seeds),
+        'first_seed': args.first_seed,
+        'mode': args.mode,
+        'model_version': man.version,
+        'trained': bool(man.extra.get('trained', False)),
+        'seconds': round(time.perf_counter() - t0, 1),
+    }
+    for name, r in results.items():
+        task[f'success_rate_{name if name != "unified" else "unified_baseline"}'] = r[
+            'success_rate'
+        ]
+        task[name] = r
+    if 'stack' in results:
+        task['mean_time_to_success_s'] = results['stack']['mean_time_to_success_s']
+    if 'stack' in results and 'direct' in results:
+        task['stack_minus_direct_points'] = 100.0 * (
+            results['stack']['success_rate'] - results['direct']['success_rate']
+        )
+    path = update_report('task', task)
+    print()
+    print(f'{"":10}{"success":>10}{"mean s to success":>20}{"degraded ticks":>18}')
+    for name, r in results.items():
+        mt = r['mean_time_to_success_s']
+        print(
+            f'{name:10}{r["success_rate"]:>10.2f}{(f"{mt:.2f}" if mt is not None else "-"):>20}'
+            f'{r["degraded_ticks"]:>11} / {r["ticks"]}'
+        )
+    print(f'\nwrote {path}')
+    print(json.dumps({k: v for k, v in task.items() if k.startswith('success')}, indent=1))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,642 @@
+"""`make faults`: inject faults into the multi-process stack on the simulator and measure.
+
+    python -m wam_system_tests.faults [--only world_kill,camera_stall] [--json out.json]
+
+For each fault a recorder on /arm_controller/joint_trajectory (what the robot receives)
+measures:
+- hold_ms: fault -> the robot holding (a one-point trajectory after which no full chunk
+  comes until the fault clears) or stopped, whichever is first; from the trajectories'
+  stamps, i.e. when the stack sent them;
+- unsafe: forwarded points that break a joint limit (must be 0);
+- stale: full chunks forwarded around the fault (from 0.5 s before it to the end of the
+  drill) with no representation of the accepted model version observed within TTL + one
+  control period before the chunk's stamp, i.e. actions from a stale, missing or
+  wrong-version representation (must be 0);
+- recovery_s: the fault cleared -> the next full chunk forwarded (target <= 2 s);
+- leaked segments and processes once the stack is shut down (checked by the caller).
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import glob
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from rclpy.action import ActionClient
+from std_msgs.msg import Bool, String
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
+
+from robot_agent.stack import Stack
+from wam_core.common.config import ActionExpertParams, HarnessParams, WorldExpertParams
+from wam_core.common.params import load_params
+from wam_core.common.paths import default_config, resolve_path, workspace_root
+from wam_core.control.limits import ClampGate, trajectory_violations
+from wam_core.models.manifest import read_manifest, write_manifest
+from wam_interfaces.action import ExecuteTask
+from wam_interfaces.msg import RepresentationDescriptor
+from wam_util import convert, qos
+
+from .report import update_report_part
+
+HOLD_TARGET_MS = 70.0  # TTL (50 ms) + one control period (20 ms)
+RECOVERY_TARGET_S = 2.0
+
+
+@dataclass
+class FaultResult:
+    fault: str
+    hold_ms: float | None
+    unsafe: int
+    stale: int
+    recovery_s: float | None
+    ok: bool = False
+    notes: str = ''
+    clear_s: float | None = None  # when the fault cleared, seconds after it began
+    # [t - t_fault, 0 hold | 1 chunk | 2 stop]
+    timeline: list[list[float]] = field(default_factory=list)
+
+    def judge(self, needs_reset: bool = False) -> FaultResult:
+        self.ok = (
+            self.unsafe == 0
+            and self.stale == 0
+            and self.hold_ms is not None
+            and self.hold_ms <= HOLD_TARGET_MS
+            and self.recovery_s is not None
+            and (needs_reset or self.recovery_s <= RECOVERY_TARGET_S)
+        )
+        return self
+
+
+class Recorder:
+    """What the robot receives, with arrival times (monotonic s), checked against the limits."""
+
+    def __init__(self, stack, accepted_version: str, max_age_s: float, limits: ClampGate):
+        self.limits = limits  # the configured joint limits, the yardstick
+        self.accepted_version, self.max_age_ns = accepted_version, int(max_age_s * 1e9)
+        self.wall_minus_monotonic = time.time() - time.monotonic()
+        self.forwarded: list[tuple] = []  # (t, points, header stamp ns)
+        self.raw: list[float] = []  # raw chunk arrival times (full chunks)
+        self.descriptors: list[tuple] = []  # (t, model_version)
+        self.fresh_obs_ns: list[int] = []  # observation stamps of accepted-version representations
+        self.stops: list[tuple] = []  # (t, stopped)
+        self.unsafe = 0
+        node = stack.monitor
+        node.create_subscription(
+            JointTrajectory, '/arm_controller/joint_trajectory', self._on_forwarded, 100
+        )
+        node.create_subscription(
+            JointTrajectory,
+            '/action_expert/raw_chunk',
+            lambda m: len(m.points) > 1 and self.raw.append(time.monotonic()),
+            100,
+        )
+        node.create_subscription(
+            RepresentationDescriptor, '/world_expert/representation', self._on_descriptor, 100
+        )
+        node.create_subscription(
+            Bool,
+            '/safety/stop',
+            lambda m: self.stops.append((time.monotonic(), m.data)),
+            qos.LATCHED,
+        )
+
+    def _on_descriptor(self, msg) -> None:
+        self.descriptors.append((time.monotonic(), msg.model_version))
+        if msg.model_version == self.accepted_version:
+            bisect.insort(self.fresh_obs_ns, convert.stamp_to_ns(msg.header.stamp))
+
+    def stale(self, stamp_ns: int) -> bool:
+        """No accepted-version observation within max_age before the chunk's stamp (the tick)."""
+        i = bisect.bisect_right(self.fresh_obs_ns, stamp_ns)
+        return i == 0 or stamp_ns - self.fresh_obs_ns[i - 1] > self.max_age_ns
+
+    def _on_forwarded(self, msg) -> None:
+        t = time.monotonic()
+        bad = trajectory_violations(
+            self.limits,
+            msg.joint_names,
+            convert.trajectory_positions(msg),
+            convert.trajectory_times(msg),
+        )
+        self.unsafe += int(bool(bad))
+        self.forwarded.append((t, len(msg.points), convert.stamp_to_ns(msg.header.stamp)))
+
+    def stopped_at(self, t: float) -> bool:
+        before = [s for ts, s in self.stops if ts <= t]
+        return bool(before and before[-1])
+
+    def result(
+        self, name: str, t_fault: float, t_clear: float | None, t_end: float
+    ) -> FaultResult:
+        # The robot holds from the first hold after the last full chunk sent before the
+        # fault cleared (a degraded tick's lone hold in between is not "holding"). Times
+        # are the messages' stamps (when the stack sent them): this process also runs the
+        # simulated robot, and a stall here must not count as the stack's reaction time.
+        until = t_clear if t_clear is not None else t_end
+        sent = [(stamp * 1e-9 - self.wall_minus_monotonic, n) for _, n, stamp in self.forwarded]
+        last_full = max([t for t, n in sent if t_fault <= t < until and n > 1], default=t_fault)
+        holds = [t for t, n in sent if t >= last_full and n == 1]
+        stops = [t for t, s in self.stops if t >= t_fault and s]
+        first = min(holds[:1] + stops[:1]) if (holds or stops) else None
+        notes = ''
+        if self.stopped_at(t_fault):  # e.g. a restart outlived the silence timeout
+            first, notes = t_fault, 'the robot was already safety-stopped when the fault began'
+        cleared = [t for t, s in self.stops if not s and t_clear is not None and t >= t_clear]
+        if cleared:
+            notes += (
+                f'{"; " if notes else ""}safety stop cleared '
+                f'{cleared[0] - t_clear:.2f} s after the fault cleared'
+            )
+        stale = sum(
+            1
+            for t, n, stamp in self.forwarded
+            if t_fault - 0.5 <= t <= t_end and n > 1 and self.stale(stamp)
+        )
+        after = [t for t, n, _ in self.forwarded if t_clear is not None and t >= t_clear and n > 1]
+        timeline = [
+            [round(t - t_fault, 4), 0 if n == 1 else 1]
+            for t, n, _ in self.forwarded
+            if t_fault - 0.5 <= t <= t_end
+        ]
+        timeline += [
+            [round(t - t_fault, 4), 2] for t, s in self.stops if s and t_fault - 0.5 <= t <= t_end
+        ]
+        unsafe, self.unsafe = self.unsafe, 0
+        return FaultResult(
+            name,
+            None if first is None else (first - t_fault) * 1e3,
+            unsafe,
+            stale,
+            None if not after else after[0] - t_clear,
+            notes=notes,
+            clear_s=None if t_clear is None else t_clear - t_fault,
+            timeline=sorted(timeline),
+        )
+
+
+def _wait(stack, cond: Callable[[], bool], timeout: float) -> float | None:
+    stack.spin_for(timeout, until=cond)
+    return time.monotonic() if cond() else None
+
+
+def _serving(stack, rec: Recorder, timeout: float = 30.0) -> None:
+    n = len(rec.forwarded)
+    ok = _wait(stack, lambda: sum(1 for _, k, _ in rec.forwarded[n:] if k > 1) > 25, timeout)
+    if ok is None:
+        raise RuntimeError('the stack is not forwarding chunks before the fault')
+
+
+def _chunk_after(stack, rec: Recorder, t_clear: float | None, timeout: float = 10.0) -> None:
+    """Spin until the robot gets a full chunk again after the fault cleared."""
+    _wait(
+        stack,
+        lambda: (
+            t_clear is not None and any(t >= t_clear and k > 1 for t, k, _ in rec.forwarded[-50:])
+        ),
+        timeout,
+    )
+
+
+def _kill_and_restart(stack, rec: Recorder, role: str, events: list) -> tuple:
+    """kill -9 one node, restart it after 1 s; the fault clears at its first new output in
+    ``events``."""
+    _serving(stack, rec)
+    t_fault = time.monotonic()
+    dead = stack.kill_child(role, reap=False)  # keep spinning: the recorder times the robot's view
+    stack.spin_for(1.0)
+    dead.wait(timeout=10)
+    stack.start_child(role)
+    n = len(events)
+    t_clear = _wait(stack, lambda: len(events) > n, 60.0)
+    _chunk_after(stack, rec, t_clear)
+    return t_fault, t_clear
+
+
+def fault_world_kill(stack, rec: Recorder) -> FaultResult:
+    """kill -9 of the world expert, then a restart (cleared: the new writer publishes)."""
+    t_fault, t_clear = _kill_and_restart(stack, rec, 'world', rec.descriptors)
+    return rec.result('world_kill', t_fault, t_clear, time.monotonic()).judge()
+
+
+def fault_action_kill(stack, rec: Recorder) -> FaultResult:
+    """kill -9 of the action expert, then a restart (cleared: the new expert ticks)."""
+    t_fault, t_clear = _kill_and_restart(stack, rec, 'action', rec.raw)
+    return rec.result('action_kill', t_fault, t_clear, time.monotonic()).judge()
+
+
+def _robot_fault(
+    stack, rec: Recorder, name: str, attr: str, value, normal, seconds: float = 1.0
+) -> FaultResult:
+    """Set one fault switch of the simulated robot for ``seconds``, then clear it."""
+    t_fault = time.monotonic()
+    setattr(stack.robot, attr, value)
+    stack.spin_for(seconds)
+    setattr(stack.robot, attr, normal)
+    t_clear = time.monotonic()
+    _chunk_after(stack, rec, t_clear)
+    return rec.result(name, t_fault, t_clear, time.monotonic()).judge()
+
+
+def fault_camera_stall(stack, rec: Recorder) -> FaultResult:
+    """The camera stops publishing, then comes back."""
+    _serving(stack, rec)
+    return _robot_fault(stack, rec, 'camera_stall', 'camera_paused', True, False)
+
+
+def fault_version_mismatch(stack, rec: Recorder) -> FaultResult:
+    """The world expert restarts with a model of another version; recovery is a restart with the
+    right one plus /harness/reset (a version change never clears by itself)."""
+    _serving(stack, rec)
+    src = resolve_path(load_params(stack.config, 'world_expert', WorldExpertParams).model_dir)
+    tmp = tempfile.mkdtemp(prefix='wam_other_world_')
+    try:
+        other = os.path.join(tmp, 'world_expert')
+        shutil.copytree(src, other)
+        man = read_manifest(src)
+        os.remove(os.path.join(other, 'manifest.json'))
+        write_manifest(other, man.name, man.version + '-other', dict(man.extra))
+        stack.kill_child('world', signal.SIGINT)
+        stack.spin_for(0.2)
+        stack.start_child('world', ['-p', f'model_dir:={other}'])
+        n = len(rec.descriptors)
+        t_fault = _wait(
+            stack, lambda: any(v.endswith('-other') for _, v in rec.descriptors[n:]), 60.0
+        )
+        if t_fault is None:
+            raise RuntimeError('the other-version world expert never published')
+        # the first descriptor of the other version is the fault
+        t_fault = next(t for t, v in rec.descriptors[n:] if v.endswith('-other'))
+        stack.spin_for(1.0)
+        stack.kill_child('world', signal.SIGINT)
+        stack.spin_for(0.2)
+        stack.start_child('world')
+        n = len(rec.descriptors)
+        t_clear = _wait(
+            stack, lambda: any(not v.endswith('-other') for _, v in rec.descriptors[n:]), 60.0
+        )
+        _reset_harness(stack)
+        _chunk_after(stack, rec, t_clear)
+        return rec.result('version_mismatch', t_fault, t_clear, time.monotonic()).judge(
+            needs_reset=True
+        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _reset_harness(stack) -> None:
+    cli = stack.monitor.create_client(Trigger, '/harness/reset')
+    if cli.wait_for_service(timeout_sec=5.0):
+        for _ in range(20):  # the reset is refused until everything reports OK again
+            fut = cli.call_async(Trigger.Request())
+            stack.spin_for(2.0, until=fut.done)
+            if fut.done() and fut.result().success:
+                break
+            stack.spin_for(0.25)
+    stack.monitor.destroy_client(cli)
+
+
+def _moving(stack, rec: Recorder, seed: int) -> None:
+    """A fresh scene: the policy moves the arm (a frozen camera only matters while it moves)."""
+    stack.robot.sim.reset(seed)
+    _serving(stack, rec)
+    stack.spin_for(0.3)
+
+
+def fault_frozen_frame(stack, rec: Recorder) -> FaultResult:
+    """The camera publishes the same frame forever (new stamps, same pixels) while the arm
+    moves."""
+    _moving(stack, rec, 5101)
+    return _robot_fault(stack, rec, 'frozen_frame', 'camera_frozen', True, False)
+
+
+def _clock_jump(stack, rec: Recorder, name: str, offset_s: float) -> FaultResult:
+    _serving(stack, rec)
+    return _robot_fault(stack, rec, name, 'clock_offset_s', offset_s, 0.0)
+
+
+def fault_clock_future(stack, rec: Recorder) -> FaultResult:
+    """The robot's clock jumps 5 s ahead: its camera stamps come from the future."""
+    return _clock_jump(stack, rec, 'clock_future', 5.0)
+
+
+def fault_clock_past(stack, rec: Recorder) -> FaultResult:
+    """The robot's clock jumps 5 s back: its camera stamps are already old."""
+    return _clock_jump(stack, rec, 'clock_past', -5.0)
+
+
+def _no_interruption(
+    stack,
+    rec: Recorder,
+    name: str,
+    action: Callable[[], float | None],
+    within_s: float,
+    window_s: float = 2.0,
+) -> FaultResult:
+    """Faults away from the control path (planner, instruction input): the robot must not
+    notice. hold_ms is 0 when nothing interrupted the chunks; recovery_s is how long the
+    task path took to answer (a fallback plan, a drained flood). "Not noticing" is judged
+    against the same stack just before the fault: the full-chunk rate over at least
+    ``window_s`` must stay within 25 % of the rate over the ``window_s`` before it."""
+    _serving(stack, rec)
+    stack.spin_for(max(0.0, window_s - 0.5))  # a full baseline window of serving
+    t_fault = time.monotonic()
+    answered = action()
+    stack.spin_for(max(0.0, t_fault + window_s - time.monotonic()))
+    t_end = time.monotonic()
+    res = rec.result(name, t_fault, t_fault, t_end)
+
+    def rate(t0: float, t1: float) -> float:
+        return sum(1 for t, k, _ in rec.forwarded if t0 <= t <= t1 and k > 1) / max(t1 - t0, 1e-9)
+
+    during, before = rate(t_fault, t_end), rate(t_fault - window_s, t_fault)
+    stops = [t for t, v in rec.stops if t_fault <= t <= t_end and v]
+    res.hold_ms = 0.0
+    res.recovery_s = None if answered is None else answered - t_fault
+    res.notes = (
+        f'{during:.1f} full chunks/s forwarded during the fault against {before:.1f} before it, '
+        f'{len(stops)} safety stops'
+    )
+    res.ok = (
+        res.unsafe == 0
+        and res.stale == 0
+        and not stops
+        and during >= 0.75 * before
+        and res.recovery_s is not None
+        and res.recovery_s <= within_s
+    )
+    return res
+
+
+def _goal(stack, instruction: str, timeout: float) -> float | None:
+    """Send an ExecuteTask goal; the time its plan arrived (first feedback with a plan), or
+    None."""
+    client = stack.__dict__.get('_fault_client')
+    if client is None:
+        client = stack._fault_client = ActionClient(
+            stack.monitor, ExecuteTask, '/harness/execute_task'
+        )
+        client.wait_for_server(timeout_sec=10.0)
+    planned = []
+    fut = client.send_goal_async(
+        ExecuteTask.Goal(instruction=instruction),
+        feedback_callback=lambda fb: (
+            fb.feedback.plan and not planned and planned.append(time.monotonic())
+        ),
+    )
+    stack.spin_for(
+        timeout, until=lambda: bool(planned) or (fut.done() and not fut.result().accepted)
+    )
+    if fut.done() and fut.result().accepted:
+        done = fut.result().cancel_goal_async()
+        stack.spin_for(3.0, until=done.done)
+    return planned[0] if planned else None
+
+
+LLM_BREAKER_COOLDOWN_S = 2.0  # the drill's circuit-breaker cool-down (30 s by default)
+LLM_FALLBACK_REASON = {'down': 'http_5xx', 'slow': 'timeout', 'garbage': 'invalid_json'}
+
+
+def _llm_fallbacks(stack) -> dict[str, int]:
+    """The task manager's LLM fallbacks by reason, from its latest typed status."""
+    task = stack.monitor.task
+    return convert.counts_of(task.llm_fallbacks) if task is not None else {}
+
+
+def _llm_fault(mode: str) -> Callable:
+    def fault(stack, rec: Recorder) -> FaultResult:
+        # each mode must reach the server: wait out a breaker opened by the previous mode
+        stack.spin_for(LLM_BREAKER_COOLDOWN_S + 0.5)
+        stack.llm_server.mode = mode
+        reason = LLM_FALLBACK_REASON[mode]
+        before = _llm_fallbacks(stack).get(reason, 0)
+        # timeout 2 s x (1 + 2 retries) within a 4 s deadline, then the rules
+        res = _no_interruption(
+            stack,
+            rec,
+            f'llm_{mode}',
+            lambda: _goal(stack, 'put the red apple in the fridge', 15.0),
+            within_s=6.0,
+        )
+        stack.spin_for(2.5)  # the harness publishes diagnostics at 1 Hz
+        seen = _llm_fallbacks(stack).get(reason, 0) - before
+        res.notes += f'; fallbacks for {reason}: +{seen:g}'
+        res.ok = res.ok and seen >= 1
+        return res
+
+    fault.__doc__ = (
+        f'The LLM server is {mode}: plans fall back to the rules; control never notices.'
+    )
+    return fault
+
+
+def fault_instruction_flood(stack, rec: Recorder, count: int = 2000) -> FaultResult:
+    """A flood of /instruction messages: the harness plans one task at a time and refuses the
+    rest."""
+    pub = stack.monitor.create_publisher(String, '/instruction', 100)
+
+    def flood() -> float | None:
+        for i in range(count):
+            pub.publish(String(data=f'put the red apple in the fridge #{i}'))
+            if i % 100 == 0:
+                stack.spin_for(0.01)
+        stack.spin_for(1.0)
+        return time.monotonic()
+
+    res = _no_interruption(stack, rec, 'instruction_flood', flood, within_s=10.0)
+    stack.monitor.destroy_publisher(pub)
+    return res
+
+
+FAULTS = {
+    'world_kill': fault_world_kill,
+    'action_kill': fault_action_kill,
+    'camera_stall': fault_camera_stall,
+    'frozen_frame': fault_frozen_frame,
+    'version_mismatch': fault_version_mismatch,
+    'llm_down': _llm_fault('down'),
+    'llm_slow': _llm_fault('slow'),
+    'llm_garbage': _llm_fault('garbage'),
+    'instruction_flood': fault_instruction_flood,
+    'clock_future': fault_clock_future,
+    'clock_past': fault_clock_past,
+}
+
+
+class FakeLLMServer:
+    """An OpenAI-compatible endpoint that misbehaves on demand: 'down' (connection refused
+    is simulated by a 503 without a body), 'slow' (answers after 10 s) or 'garbage' (a
+    well-formed reply whose content is not JSON)."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        self.mode = 'down'
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (http.server's name)
+                try:
+                    self._answer()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the planner gave up waiting ('slow'): expected
+
+            def _answer(self):
+                self.rfile.read(int(self.headers.get('Content-Length', 0) or 0))
+                if server.mode == 'slow':
+                    time.sleep(10.0)
+                if server.mode == 'down':
+                    self.send_response(503)
+                    self.end_headers()
+                    return
+                # a well-formed chat reply whose answer is not a plan (random bytes, hex)
+                body = json.dumps(
+                    {'choices': [{'message': {'content': '<<not json>> ' + os.urandom(48).hex()}}]}
+                ).encode()
+                self.send_response(200)
+                self.send_header('Content-Type', 'application/json')
+                self.send_header('Content-Length', str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f'http://127.0.0.1:{self.httpd.server_address[1]}/v1'
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def accepted_version_and_max_age(config: str) -> tuple:
+    """The world-model version the action expert accepts, and TTL + one control period (s)."""
+    world = load_params(config, 'world_expert', WorldExpertParams)
+    action = load_params(config, 'action_expert', ActionExpertParams)
+    return (
+        read_manifest(resolve_path(world.model_dir)).version,
+        action.repr_cache.ttl_ms / 1e3 + action.control.period_s,
+    )
+
+
+def configured_limits(config: str) -> ClampGate:
+    """A clamping gate with the limits the harness is configured with (the yardstick)."""
+    h = load_params(config, 'harness', HarnessParams)
+    return ClampGate(h.robot.joint_names, h.joint_limits, h.control.period_s)
+
+
+def shm_segments() -> list[str]:
+    """Our representation cache's segments and any Fast DDS transport segment."""
+    return sorted(glob.glob('/dev/shm/wam*') + glob.glob('/dev/shm/fastdds_*'))
+
+
+def run(
+    faults: list[str], seed: int = 5000, progress: bool = True, shm_name: str = ''
+) -> dict[str, object]:
+    import psutil
+
+    config = default_config()
+    before = set(shm_segments())
+    llm = FakeLLMServer()
+    extra = [
+        '-p',
+        f'planner.llm_url:={llm.url}',
+        '-p',
+        f'planner.breaker_cooldown_s:={LLM_BREAKER_COOLDOWN_S}',
+    ]
+    extra += ['-p', f'repr_cache.shm_name:={shm_name}'] if shm_name else []
+    stack = Stack('multi', config, robot='sim', seed=seed, extra_args=extra)
+    stack.llm_server = llm
+    results: list[FaultResult] = []
+    pids = set()
+    try:
+        stack.wait_ready(120)
+        stack.spin_for(
+            3.0, until=lambda: stack.monitor.forwarded > 0 and not stack.monitor.safety_stop
+        )
+        rec = Recorder(stack, *accepted_version_and_max_age(config), configured_limits(config))
+        for name in faults:
+            r = FAULTS[name](stack, rec)
+            results.append(r)
+            pids |= {p.pid for p in stack.procs}
+            if progress:
+                hold = r.hold_ms if r.hold_ms is None else round(r.hold_ms, 1)
+                recovery = r.recovery_s if r.recovery_s is None else round(r.recovery_s, 2)
+                print(
+                    f'{name:18} hold {hold} ms | unsafe {r.unsafe} | stale {r.stale} | '
+                    f'recovery {recovery} s | {"ok" if r.ok else "MISSED"}',
+                    flush=True,
+                )
+            stack.spin_for(1.0)
+    finally:
+        pids |= {p.pid for p in stack.procs}
+        stack.shutdown()
+        llm.close()
+    time.sleep(0.5)
+    leaked_segments = sorted(set(shm_segments()) - before)
+    leaked_procs = sorted(
+        p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != 'zombie'
+    )
+    return {
+        'faults': [asdict(r) for r in results],
+        'leaked_segments': leaked_segments,
+        'leaked_processes': leaked_procs,
+        'all_ok': all(r.ok for r in results) and not leaked_segments and not leaked_procs,
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument('--only', default=','.join(FAULTS))
+    ap.add_argument('--json', default='')
+    args = ap.parse_args(argv)
+    names = [n.strip() for n in args.only.split(',') if n.strip()]
+    unknown = [n for n in names if n not in FAULTS]
+    if unknown:
+        ap.error(f'unknown faults {unknown}; known: {", ".join(FAULTS)}')
+    out = run(names)
+    leaks = len(out['leaked_segments']) + len(out['leaked_processes'])
+    summary = {
+        r['fault']: {
+            'stop_ms': r['hold_ms'],
+            'recover_ms': None if r['recovery_s'] is None else r['recovery_s'] * 1e3,
+            'unsafe_forwarded': r['unsafe'],
+            'stale_forwarded': r['stale'],
+            'leaks': leaks,
+            'ok': r['ok'],
+        }
+        for r in out['faults']
+    }
+    update_report_part('reliability', 'faults', summary)
+    timeline = os.path.join(workspace_root(), 'bench', 'faults_timeline.json')
+    with open(timeline, 'w', encoding='utf-8') as fh:
+        json.dump(out, fh)
+    if args.json:
+        with open(args.json, 'w', encoding='utf-8') as fh:
+            json.dump(out, fh, indent=1)
+    print(f'leaked segments {out["leaked_segments"]} processes {out["leaked_processes"]}')
+    print(
+        'all faults handled within targets'
+        if out['all_ok']
+        else 'SOME FAULTS MISSED THEIR TARGETS'
+    )
+    return 0 if out['all_ok'] else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""Typed status messages and the /diagnostics key/values built from the same message.
+
+A node fills its status message (``WorldExpertStatus``, ``ActionExpertStatus``, ...)
+once per report; ``TypedStatus`` publishes it on its topic and hands the diagnostics
+task the key/values derived from its fields, so what rqt shows and what benchmarks,
+drills and dashboards read cannot disagree. Readers use the message's fields; the
+human-readable labels are for people only.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from . import convert
+from .diagnostics import NodeDiagnostics
+from .qos import EVENTS
+
+_SKIP = ('header', 'level', 'message')
+
+
+def _label(field: str) -> str:
+    words = field.split('_')
+    return ' '.join({'hz': 'Hz'}.get(w, w) for w in words)
+
+
+def key_values(msg) -> list[tuple[str, object]]:
+    """Every field of a status message as (human-readable label, value), in field order:
+    a ReasonCount[] field gives one 'field: reason' entry per reason, a LatencyStats[]
+    field 'stage p50 ms', 'stage p99 ms' and 'stage max ms' per stage."""
+    out: list[tuple[str, object]] = []
+    for field, kind in msg.get_fields_and_field_types().items():
+        if field in _SKIP:
+            continue
+        value = getattr(msg, field)
+        if kind.endswith('/ReasonCount>'):
+            out += [(f'{_label(field)}: {rc.reason}', rc.count) for rc in value]
+        elif kind.endswith('/LatencyStats>'):
+            for s in value:
+                out += [
+                    (f'{s.stage} p50 ms', s.p50_ms),
+                    (f'{s.stage} p99 ms', s.p99_ms),
+                    (f'{s.stage} max ms', s.max_ms),
+                ]
+        else:
+            out.append((_label(field), value))
+    return out
+
+
+class TypedStatus:
+    """One typed status topic and its /diagnostics task, from one ``build()`` per report."""
+
+    def __init__(
+        self,
+        node,
+        diagnostics: NodeDiagnostics,
+        task: str,
+        msg_type,
+        topic: str,
+        build: Callable[[], object],
+    ):
+        self._pub = node.create_publisher(msg_type, topic, EVENTS)
+        self._build = build
+        self.last = None
+        diagnostics.add(task, self._report)
+
+    def _report(self):
+        msg = self._build()
+        msg.header.stamp = convert.ns_to_stamp(time.time_ns())
+        self._pub.publish(msg)
+        self.last = msg
+        return int(msg.level), msg.message, key_values(msg)
