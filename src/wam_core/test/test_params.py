@@ -97,7 +97,7 @@ def test_flat_round_trip():
         (ActionExpertParams, {'control.period_s': 5.0}, 'control.period_s must be in'),
         (ActionExpertParams, {'robot.joint_names': ['a', 'a']}, 'robot.joint_names must be'),
         (ActionExpertParams, {'autostart': 1}, 'autostart must be a bool'),
-        (HarnessParams, {'joint_limits.arm_joint_1.upper': -5.0}, 'bad limits for joint'),
+        (HarnessParams, {'joint_limits.arm_joint_1.upper': -5.0}, "joint 'arm_joint_1'"),
         (HarnessParams, {'safety.required_nodes': 'world_expert'}, 'a list of strings'),
     ],
 )

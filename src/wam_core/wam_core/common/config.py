@@ -252,7 +252,7 @@ class HarnessParams:
 
     def validate(self) -> None:
         for name, limit in self.joint_limits.items():
-            limit.validate(name)
+            limit.check(name)
 
 
 # ----------------------------------------------------------------------- robot side

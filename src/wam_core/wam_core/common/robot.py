@@ -39,7 +39,8 @@ class JointLimit:
         max=1e6,
     )
 
-    def validate(self, name: str = '') -> None:
+    def check(self, name: str) -> None:
+        """ConfigError naming the joint unless lower < upper and the rates are positive."""
         vals = (self.lower, self.upper, self.velocity, self.acceleration)
         if (
             not all(math.isfinite(v) for v in vals)
@@ -63,7 +64,7 @@ class RobotDescription:
         for name in self.joint_names:
             if name not in self.limits:
                 raise ConfigError(f'no limits for joint {name!r}')
-            self.limits[name].validate(name)
+            self.limits[name].check(name)
 
 
 def limits_from_dict(
@@ -82,7 +83,7 @@ def limits_from_dict(
             float(spec.get('effort', 0.0)),
             float(spec.get('acceleration', 10.0)),
         )
-        lim.validate(name)
+        lim.check(name)
         out[name] = lim
     return out
 
