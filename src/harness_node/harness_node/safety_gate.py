@@ -15,6 +15,7 @@ manager's worker thread).
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -45,6 +46,9 @@ class SafetyGate:
         self.period_s = cfg.control.period_s
         self.clamp = ClampGate(self.joint_names, cfg.joint_limits, self.period_s)
         self.tracker = CommandTracker()  # the gate's baseline: the command the robot follows
+        # hold() is also called from the task manager's callback group: the command
+        # tracker is only touched under this lock
+        self._command_lock = threading.Lock()
         self.monitor = SafetyMonitor(cfg.safety, time.monotonic())
         self.joints = JointStateMapper(self.joint_names)
         self.current = None
@@ -98,10 +102,11 @@ class SafetyGate:
         contact noise, and nothing outside the limits ever goes to the robot)."""
         if self.current is None:
             return
-        now_ns = time.time_ns()
-        here = np.clip(self.current, self.clamp.lower, self.clamp.upper).reshape(1, -1)
-        self._out.publish(convert.joint_trajectory(self.joint_names, here, now_ns, 0.0))
-        self.tracker.record(now_ns * 1e-9, [0.0], here)
+        with self._command_lock:
+            now_ns = time.time_ns()
+            here = np.clip(self.current, self.clamp.lower, self.clamp.upper).reshape(1, -1)
+            self._out.publish(convert.joint_trajectory(self.joint_names, here, now_ns, 0.0))
+            self.tracker.record(now_ns * 1e-9, [0.0], here)
 
     # inputs ---------------------------------------------------------------------------
     def _reject_input(self, what: str, exc: Exception) -> None:
@@ -142,6 +147,11 @@ class SafetyGate:
             self._reject_input('raw_chunk', ValueError('no joint state yet'))
             return
         t0 = time.perf_counter()
+        with self._command_lock:
+            self._forward(msg, now, t0)
+
+    def _forward(self, msg: JointTrajectory, now: float, t0: float) -> None:
+        """Clamp ``msg`` against the command being followed and forward it (under the lock)."""
         try:
             times = convert.trajectory_times(msg)
             # The baseline is the command being followed, not the measured state: measured

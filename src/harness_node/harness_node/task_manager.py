@@ -14,9 +14,10 @@ only accepts goals, publishes feedback and subtasks, and waits on timers.
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -37,6 +38,33 @@ from wam_util.diagnostics import NodeDiagnostics
 from wam_util.status import TypedStatus
 
 PLANNING_THREAD = 'task_planning'
+
+
+class _Worker:
+    """One daemon thread that runs submitted calls in order (as the planner thread did:
+    an LLM call still in flight never holds up the process's exit)."""
+
+    def __init__(self, name: str):
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, fn, args, done: Callable) -> None:
+        """Run ``fn(*args)`` on the worker, then ``done(result, exception)`` there."""
+        self._jobs.put((fn, args, done))
+
+    def close(self) -> None:
+        self._jobs.put(None)
+
+    def _loop(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            fn, args, done = job
+            try:
+                result = fn(*args)
+            except Exception as exc:  # delivered to the awaiting coroutine
+                done(None, exc)
+            else:
+                done(result, None)
 
 
 class TaskManager:
@@ -63,7 +91,7 @@ class TaskManager:
         )
         self.embedder = SubtaskEmbedder(redis_url=cfg.embedding.redis_url)
         self.subtask_s = cfg.task.subtask_duration_s
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=PLANNING_THREAD)
+        self._worker = _Worker(PLANNING_THREAD)
         self.task_state = 'idle'
         self.active = None
         self.tasks = {'succeeded': 0, 'failed': 0, 'canceled': 0}
@@ -92,7 +120,7 @@ class TaskManager:
         )
 
     def close(self) -> None:
-        self._worker.shutdown(wait=False, cancel_futures=True)
+        self._worker.close()
         if self.planner.llm is not None:
             self.planner.llm.close()
 
@@ -200,14 +228,13 @@ class TaskManager:
         """Run ``fn`` on the worker thread; await its result from the executor."""
         fut = Future(executor=self.node.executor)
 
-        def deliver(done) -> None:
-            exc = done.exception()
+        def deliver(result, exc) -> None:
             if exc is not None:
                 fut.set_exception(exc)
             else:
-                fut.set_result(done.result())
+                fut.set_result(result)
 
-        self._worker.submit(fn, *args).add_done_callback(deliver)
+        self._worker.submit(fn, args, deliver)
         return await fut
 
     def _finish(self, goal_handle, result, success: bool, reason: str, state: str):

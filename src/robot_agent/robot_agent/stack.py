@@ -107,6 +107,16 @@ def _latency(status, stage: str, field: str) -> float:
     return NAN if s is None or s.samples == 0 else float(getattr(s, field))
 
 
+def override(node: str, name: str, value) -> list[str]:
+    """ROS arguments that set one node's parameter over the parameter file.
+
+    A plain ``-p name:=value`` is a wildcard (``/**``) setting, and rcl lets a node's own
+    block in the parameter file win over wildcards: only ``-p node:name:=value`` reaches a
+    parameter that config/wam.yaml sets in that node's block."""
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    return ['-p', f'{node}:{name}:={text}']
+
+
 def _die_with_parent() -> None:
     """Child processes get SIGTERM when the stack dies, even by kill -9: no orphans."""
     import ctypes
@@ -132,14 +142,10 @@ class Stack:
         ros_args = ['--ros-args']
         if config:
             ros_args += ['--params-file', config]
-        ros_args += [
-            '-p',
-            f'camera_hz:={camera_hz}',
-            '-p',
-            f'static_scene:={str(static_scene).lower()}',
-            '-p',
-            f'seed:={seed}',
-        ]
+        for robot_node in ('sim_robot', 'synthetic_robot'):
+            ros_args += override(robot_node, 'camera_hz', camera_hz)
+            ros_args += override(robot_node, 'seed', seed)
+        ros_args += override('synthetic_robot', 'static_scene', static_scene)
         ros_args += list(extra_args or [])
         self._ros_args = ros_args
         self.procs: list[subprocess.Popen] = []
@@ -474,7 +480,7 @@ def main(argv=None) -> int:
         line = status_line(stack)
         print(('\r' + line) if tty else line, end='' if tty else '\n', flush=True)
 
-    extra = ['-p', f'instruction:={args.instruction}']
+    extra = override('robot_agent', 'instruction', args.instruction)
     stack = Stack(
         args.mode,
         args.config,

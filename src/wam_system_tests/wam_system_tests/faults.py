@@ -36,7 +36,7 @@ from std_msgs.msg import Bool, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
-from robot_agent.stack import Stack
+from robot_agent.stack import Stack, override
 from wam_core.common.config import ActionExpertParams, HarnessParams, WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config, resolve_path, workspace_root
@@ -267,7 +267,7 @@ def fault_version_mismatch(stack, rec: Recorder) -> FaultResult:
         write_manifest(other, man.name, man.version + '-other', dict(man.extra))
         stack.kill_child('world', signal.SIGINT)
         stack.spin_for(0.2)
-        stack.start_child('world', ['-p', f'model_dir:={other}'])
+        stack.start_child('world', override('world_expert', 'model_dir', other))
         n = len(rec.descriptors)
         t_fault = _wait(
             stack, lambda: any(v.endswith('-other') for _, v in rec.descriptors[n:]), 60.0
@@ -551,12 +551,8 @@ def run(
     config = default_config()
     before = set(shm_segments())
     llm = FakeLLMServer()
-    extra = [
-        '-p',
-        f'planner.llm_url:={llm.url}',
-        '-p',
-        f'planner.breaker_cooldown_s:={LLM_BREAKER_COOLDOWN_S}',
-    ]
+    extra = override('harness', 'planner.llm_url', llm.url)
+    extra += override('harness', 'planner.breaker_cooldown_s', LLM_BREAKER_COOLDOWN_S)
     extra += ['-p', f'repr_cache.shm_name:={shm_name}'] if shm_name else []
     stack = Stack('multi', config, robot='sim', seed=seed, extra_args=extra)
     stack.llm_server = llm

@@ -5,7 +5,7 @@
 Episodes run back to back (a new seeded scene and an ExecuteTask goal every
 ``--episode-s``). Every few seconds it samples the RSS and open file descriptors of
 every stack process and the shared-memory segments (ours and Fast DDS's); the action
-expert's tick p99 is read from /diagnostics at the end of the first and of the last
+expert's tick p99 is read from its typed status at the end of the first and of the last
 minute (its window holds the last ~minute of ticks). Reports growth from the end of the
 first minute (after warm-up allocations) to the end.
 """
