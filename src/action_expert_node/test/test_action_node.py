@@ -10,7 +10,6 @@ import pytest
 import rclpy
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.parameter import Parameter
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
@@ -21,6 +20,7 @@ from wam_core.models.default_models import write_default_models
 from wam_core.models.world_expert import WorldExpert
 from wam_interfaces.msg import ActiveSubtask, RepresentationDescriptor
 from wam_sim.synthetic import SyntheticScene
+from wam_util import qos
 from wam_util.executors import make_executor, spin_slice
 
 
@@ -53,7 +53,7 @@ def test_bad_inputs_rejected_holds_then_chunks(models, ros):
         ],
     )
     probe = rclpy.create_node('probe')
-    js_pub = probe.create_publisher(JointState, '/joint_states', qos_profile_sensor_data)
+    js_pub = probe.create_publisher(JointState, '/joint_states', qos.SENSOR)
     d_pub = probe.create_publisher(RepresentationDescriptor, '/world_expert/representation', 10)
     chunks = []
     probe.create_subscription(JointTrajectory, '/action_expert/raw_chunk', chunks.append, 100)
@@ -109,11 +109,7 @@ def test_bad_inputs_rejected_holds_then_chunks(models, ros):
         sub_pub = probe.create_publisher(
             ActiveSubtask,
             '/harness/active_subtask',
-            QoSProfile(
-                depth=1,
-                durability=DurabilityPolicy.TRANSIENT_LOCAL,
-                reliability=ReliabilityPolicy.RELIABLE,
-            ),
+            qos.LATCHED,
         )
         sub_pub.publish(ActiveSubtask(embedding=[1.0] * 5))
         _spin(ex, 0.2)

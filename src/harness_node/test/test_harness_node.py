@@ -10,7 +10,6 @@ import pytest
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.parameter import Parameter
-from rclpy.qos import DurabilityPolicy, QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
@@ -20,6 +19,7 @@ from harness_node.node import HarnessNode
 from wam_core.common.robot import TABLETOP_ARM
 from wam_core.common.status import ERROR, OK
 from wam_util import convert as rc
+from wam_util import qos
 from wam_util.executors import make_executor, spin_slice
 
 NAMES = list(TABLETOP_ARM.joint_names)
@@ -49,9 +49,9 @@ def rig():
         Bool,
         '/safety/stop',
         lambda m: r.stop.append(m.data),
-        QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL),
+        qos.LATCHED,
     )
-    r.js = probe.create_publisher(JointState, '/joint_states', qos_profile_sensor_data)
+    r.js = probe.create_publisher(JointState, '/joint_states', qos.SENSOR)
     r.raw = probe.create_publisher(JointTrajectory, '/action_expert/raw_chunk', 10)
     r.diag = probe.create_publisher(DiagnosticArray, '/diagnostics', 10)
     r.reset = probe.create_client(Trigger, '/harness/reset')
