@@ -12,7 +12,8 @@ measures:
   drill) with no representation of the accepted model version observed within TTL + one
   control period before the chunk's stamp, i.e. actions from a stale, missing or
   wrong-version representation (must be 0);
-- recovery_s: the fault cleared -> the next full chunk forwarded (target <= 2 s);
+- recovery_s: the fault cleared (for a restart: the stamp of its first new output) -> the
+  next full chunk forwarded (target <= 2 s);
 - leaked segments and processes once the stack is shut down (checked by the caller).
 """
 
@@ -85,8 +86,12 @@ class Recorder:
         self.accepted_version, self.max_age_ns = accepted_version, int(max_age_s * 1e9)
         self.wall_minus_monotonic = time.time() - time.monotonic()
         self.forwarded: list[tuple] = []  # (t, points, header stamp ns)
-        self.raw: list[float] = []  # raw chunk arrival times (full chunks)
-        self.descriptors: list[tuple] = []  # (t, model_version)
+        # When the stack produced them, on this clock (from their stamps): a fault clears
+        # at its first new output, and chunks computed from that output must not count as
+        # sent before it merely because this process received the output later.
+        self.raw: list[float] = []  # full raw chunks' stamps
+        self.observations: list[float] = []  # representations' observation stamps
+        self.descriptors: list[tuple] = []  # (arrival t, model_version)
         self.fresh_obs_ns: list[int] = []  # observation stamps of accepted-version representations
         self.stops: list[tuple] = []  # (t, stopped)
         self.unsafe = 0
@@ -97,7 +102,7 @@ class Recorder:
         node.create_subscription(
             JointTrajectory,
             '/action_expert/raw_chunk',
-            lambda m: len(m.points) > 1 and self.raw.append(time.monotonic()),
+            lambda m: len(m.points) > 1 and self.raw.append(self._monotonic(m.header.stamp)),
             100,
         )
         node.create_subscription(
@@ -110,8 +115,12 @@ class Recorder:
             qos.LATCHED,
         )
 
+    def _monotonic(self, stamp) -> float:
+        return convert.stamp_to_ns(stamp) * 1e-9 - self.wall_minus_monotonic
+
     def _on_descriptor(self, msg) -> None:
         self.descriptors.append((time.monotonic(), msg.model_version))
+        self.observations.append(self._monotonic(msg.header.stamp))
         if msg.model_version == self.accepted_version:
             bisect.insort(self.fresh_obs_ns, convert.stamp_to_ns(msg.header.stamp))
 
@@ -209,7 +218,7 @@ def _chunk_after(stack, rec: Recorder, t_clear: float | None, timeout: float = 1
 
 def _kill_and_restart(stack, rec: Recorder, role: str, events: list) -> tuple:
     """kill -9 one node, restart it after 1 s; the fault clears at its first new output in
-    ``events``."""
+    ``events`` (when the stack produced it, not when this process received it)."""
     _serving(stack, rec)
     t_fault = time.monotonic()
     dead = stack.kill_child(role, reap=False)  # keep spinning: the recorder times the robot's view
@@ -217,14 +226,14 @@ def _kill_and_restart(stack, rec: Recorder, role: str, events: list) -> tuple:
     dead.wait(timeout=10)
     stack.start_child(role)
     n = len(events)
-    t_clear = _wait(stack, lambda: len(events) > n, 60.0)
+    t_clear = events[n] if _wait(stack, lambda: len(events) > n, 60.0) is not None else None
     _chunk_after(stack, rec, t_clear)
     return t_fault, t_clear
 
 
 def fault_world_kill(stack, rec: Recorder) -> FaultResult:
     """kill -9 of the world expert, then a restart (cleared: the new writer publishes)."""
-    t_fault, t_clear = _kill_and_restart(stack, rec, 'world', rec.descriptors)
+    t_fault, t_clear = _kill_and_restart(stack, rec, 'world', rec.observations)
     return rec.result('world_kill', t_fault, t_clear, time.monotonic()).judge()
 
 
