@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -26,11 +27,21 @@ from wam_core.common.paths import default_config, workspace_root
 from wam_system_tests.report import update_report
 
 
+def start_bare_timer(seconds: float) -> subprocess.Popen:
+    """A bare rclpy timer in its own process, beside the stack: the machine's limit."""
+    return subprocess.Popen(
+        [sys.executable, '-m', 'wam_system_tests.bare_timer', '--seconds', str(seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
 def run_mode(mode: str, seconds: float, config: str) -> dict:
     stack = Stack(mode, config, camera_hz=30.0)
     try:
         stack.wait_ready(120)
         before = stack.stats()
+        bare = start_bare_timer(seconds)
         t0 = time.monotonic()
         stack.spin_for(
             seconds,
@@ -44,6 +55,8 @@ def run_mode(mode: str, seconds: float, config: str) -> dict:
         )
         stack.spin_for(1.2)  # one more diagnostics round
         after = stack.stats()
+        bare_out, _ = bare.communicate(timeout=30)
+        bare_timer = json.loads(bare_out.strip().splitlines()[-1])
         series = {'period_ms': stack.monitor.arrival.values().round(3).tolist()}
         if stack.action is not None:  # single process: the tick samples are in this process
             series['tick_ms'] = stack.action.timer_stats.stages['tick'].values().round(3).tolist()
@@ -60,6 +73,10 @@ def run_mode(mode: str, seconds: float, config: str) -> dict:
             'p99': after['period_p99'],
             'max': after['period_max'],
         },
+        'bare_timer_period_ms': bare_timer,
+        'open_loop_ticks': int(after['open_loop_ticks'] - before['open_loop_ticks']),
+        'held_ticks': int(after['held_ticks'] - before['held_ticks']),
+        'conformance_violations': int(after['conformance_violations']),
         'world_calls_per_frame': after['calls_per_frame'],
         'cache_hit_rate': after['cache_hit_rate'],
         'degraded_ticks': int(after['degraded_ticks'] - before['degraded_ticks']),
@@ -141,6 +158,10 @@ def main() -> int:
         ('period ms p50', lambda r: r['period_ms']['p50']),
         ('period ms p99', lambda r: r['period_ms']['p99']),
         ('period ms max', lambda r: r['period_ms']['max']),
+        ('bare rclpy timer p99', lambda r: r['bare_timer_period_ms']['p99']),
+        ('open-loop ticks', lambda r: r['open_loop_ticks']),
+        ('held ticks', lambda r: r['held_ticks']),
+        ('conformance violations', lambda r: r['conformance_violations']),
         ('world calls / frame', lambda r: r['world_calls_per_frame']),
         ('cache hit rate', lambda r: r['cache_hit_rate']),
         ('degraded ticks', lambda r: r['degraded_ticks']),

@@ -97,7 +97,12 @@ def plot_faults(timeline: dict, out_dir: str) -> list[str]:
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
 
-    faults = [f for f in timeline.get('faults', []) if f.get('timeline')]
+    # one row per fault: its first run (make faults REPEAT=N runs each N times)
+    first = {}
+    for f in timeline.get('faults', []):
+        if f.get('timeline'):
+            first.setdefault(f['fault'], f)
+    faults = list(first.values())
     if not faults:
         return []
     fig, axes = plt.subplots(len(faults), 1, figsize=(8, 1.2 * len(faults) + 1), squeeze=False)

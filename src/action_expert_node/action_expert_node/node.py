@@ -1,20 +1,28 @@
-"""Action expert: a 50 Hz timer -> cache read -> action expert -> raw JointTrajectory.
+"""Action expert: a 50 Hz clock -> cache read -> action expert -> raw JointTrajectory.
 
 A managed (lifecycle) node. configure: read the parameters, verify the manifest, load
-the model, attach to the cache; activate: warm up, start the timer; deactivate: stop
-the timer and publish a hold. Each tick never waits for the world expert: it uses the
-newest representation that passes the version, TTL and seqlock checks, or holds. Its
-typed status goes to ~/status with every /diagnostics report.
+the model, attach to the cache; activate: warm up, start the tick clock; deactivate:
+stop it and publish a braking hold. Each tick never waits for the world expert: it uses
+the newest representation that passes the version, TTL and seqlock checks; the chunk
+leaves stamped for when it applies, with velocities, blended into the running one and
+bounded inside the joint limits (``wam_core.serving.chunk_stream``). Without a usable
+representation the robot keeps executing the last valid chunk for the open-loop budget,
+then brakes to a hold (hold_last_action).
+
+The tick runs on its own thread on absolute deadlines (``DeadlineTimer``), not from the
+executor: subscriptions, diagnostics and services run on the executor's thread and
+never delay it by more than a GIL hand-off. Its typed status goes to ~/status with every
+/diagnostics report.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 
 import numpy as np
 import torch
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from sensor_msgs.msg import JointState
@@ -27,9 +35,13 @@ from wam_core.common.params import ConfigError
 from wam_core.common.paths import resolve_path
 from wam_core.common.status import ERROR, OK, WARN
 from wam_core.control.joint_state import JointStateError, JointStateMapper
+from wam_core.control.limits import ChunkRejected
+from wam_core.control.trajectory import Trajectory
 from wam_core.models.action_expert import load_action_expert
 from wam_core.models.manifest import ManifestError
 from wam_core.serving.action_ticker import ActionTicker, Descriptor
+from wam_core.serving.chunk_stream import ChunkStream
+from wam_core.serving.deadline_timer import DeadlineTimer
 from wam_core.serving.latency import LatencyWindow, RateMeter, StageTimer
 from wam_interfaces.msg import ActionExpertStatus, ActiveSubtask, RepresentationDescriptor
 from wam_util import convert, qos
@@ -47,11 +59,16 @@ class ActionExpertNode(LifecycleNode):
         self._shared_cache = cache
         self.cache = None
         self.ticker = None
-        self._timer = None
+        self._tick_clock: DeadlineTimer | None = None
         self._diag_timer = None
         self._subs = []
+        self.stream: ChunkStream | None = None
         self.timer_stats = StageTimer('cache_read', 'prepare', 'forward', 'publish', 'tick')
         self.period = LatencyWindow()
+        self.wake = LatencyWindow()  # deadline -> tick start, ms
+        self.serving = LatencyWindow()  # deadline -> chunk published, ms
+        self.lead = 1  # periods between a tick's deadline and its chunk's stamp
+        self.late_stamps = 0  # chunks published after their own stamp (must stay 0)
         # camera stamp -> first chunk that used its representation
         self.obs_to_action = LatencyWindow()
         self._last_fire = None
@@ -61,10 +78,6 @@ class ActionExpertNode(LifecycleNode):
         self._joint_rate = RateMeter()
         self._repr_rate = RateMeter()
         self.ready = False
-        self._diag_due = False
-        # The tick gets its own group so a multi-threaded executor never queues it
-        # behind a subscription callback.
-        self._tick_group = MutuallyExclusiveCallbackGroup()
         self.diagnostics = NodeDiagnostics(self)
         self.status = TypedStatus(
             self, self.diagnostics, 'action expert', ActionExpertStatus, '~/status', self._status
@@ -100,6 +113,14 @@ class ActionExpertNode(LifecycleNode):
             model.config.subtask_dim,
             cfg.timeout_ms,
         )
+        self.stream = ChunkStream(
+            cfg.robot.joint_names,
+            cfg.joint_limits,
+            cfg.control.period_s,
+            cfg.degrade.max_open_loop_s,
+            cfg.motion.blend_points,
+            cfg.motion.feasibility_scale,
+        )
         self.joints = JointStateMapper(cfg.robot.joint_names)
         self._pub = self.create_lifecycle_publisher(
             JointTrajectory, '/action_expert/raw_chunk', qos.EVENTS
@@ -133,33 +154,41 @@ class ActionExpertNode(LifecycleNode):
     def on_activate(self, state: State) -> TransitionCallbackReturn:
         t0 = time.perf_counter()
         self.ticker.warmup(self.cfg.warmup_requests, self.ticker.model.representation_shape)
-        self._timer = self.create_timer(
-            self.cfg.control.period_s, self._tick, callback_group=self._tick_group
+        self._wall_minus_monotonic = time.time() - time.monotonic()
+        self._tick_clock = DeadlineTimer(
+            self.cfg.control.period_s, self._tick, 'action_expert_tick', self.cfg.realtime_priority
         )
         self.diagnostics.start()
         self._diag_timer = self.create_timer(self.diagnostics.TIMER_S, self._diagnostics_due)
         self.ready = True
-        self._diag_due = True  # report at the first tick: after a restart the harness waits on it
+        self._tick_clock.start()
+        if self._tick_clock.realtime_error:
+            self.get_logger().warning(
+                f'tick thread at normal priority: {self._tick_clock.realtime_error}; '
+                'the period jitters more on a loaded machine'
+            )
         self.get_logger().info(
             f'ready: warm-up {self.cfg.warmup_requests} passes in '
             f'{(time.perf_counter() - t0) * 1e3:.0f} ms; ticking every '
             f'{self.cfg.control.period_s * 1e3:.1f} ms'
         )
-        return super().on_activate(state)
+        res = super().on_activate(state)
+        self.diagnostics.publish()  # at once: after a restart the harness waits on it
+        return res
 
     def on_deactivate(self, state: State) -> TransitionCallbackReturn:
         self.ready = False
-        if self._timer is not None:
-            self.destroy_timer(self._timer)
-            self._timer = None
+        self._stop_clock()
         here = self.ticker.joint_positions
-        if here is not None:  # leave the robot holding, not mid-chunk
-            self._pub.publish(
-                convert.joint_trajectory(
-                    self.cfg.robot.joint_names, here.reshape(1, -1), time.time_ns(), 0.0
-                )
-            )
+        if here is not None:  # leave the robot braking to rest, not mid-chunk
+            traj = self.stream.hold(time.time() + self.cfg.control.period_s, here)
+            self._pub.publish(self._message(traj))
         return super().on_deactivate(state)
+
+    def _stop_clock(self) -> None:
+        if self._tick_clock is not None:
+            self._tick_clock.stop()
+            self._tick_clock = None
 
     def on_cleanup(self, state: State) -> TransitionCallbackReturn:
         self.release()
@@ -171,10 +200,10 @@ class ActionExpertNode(LifecycleNode):
 
     def release(self) -> None:
         self.ready = False
-        for t in (self._timer, self._diag_timer):
-            if t is not None:
-                self.destroy_timer(t)
-        self._timer = self._diag_timer = None
+        self._stop_clock()
+        if self._diag_timer is not None:
+            self.destroy_timer(self._diag_timer)
+        self._diag_timer = None
         if self.cache is not None and self._shared_cache is None:
             self.cache.close()
         self.cache = None
@@ -210,56 +239,82 @@ class ActionExpertNode(LifecycleNode):
         self.ticker.set_descriptor(Descriptor(msg.key, msg.model_version, msg.slot, msg.epoch))
 
     # the 50 Hz tick -------------------------------------------------------------
-    def _tick(self) -> None:
+    def _tick(self, deadline: float) -> None:
+        """One tick for ``deadline`` (monotonic s), on the tick clock's thread."""
         t0 = time.perf_counter()
+        now = time.monotonic()
+        self.wake.add((now - deadline) * 1e3)
         if self._last_fire is not None:
-            self.period.add((t0 - self._last_fire) * 1e3)
-        self._last_fire = t0
+            self.period.add((now - self._last_fire) * 1e3)
+        self._last_fire = now
         res = self.ticker.tick()
         for stage, ms in res.stages.items():
             self.timer_stats.add(stage, ms)
-        if res.kind == 'skip':
+        measured = self.ticker.joint_state_used
+        if measured is None:
             self._note_degraded(res.reason)
             return
+        tick_s = deadline + self._wall_minus_monotonic  # the grid point, wall clock
+        traj, reason = None, res.reason
+        if res.kind == 'chunk':
+            try:
+                traj = self.stream.chunk(res.positions, tick_s, self.lead, measured)
+            except ChunkRejected as exc:
+                reason = f'infeasible_chunk ({exc.reason})'
+                self.ticker.discard('infeasible_chunk')
+        if traj is None:
+            traj = self.stream.degraded(tick_s, self.lead, measured)
         t1 = time.perf_counter()
-        start_ns = time.time_ns()
-        msg = convert.joint_trajectory(
-            self.cfg.robot.joint_names, res.positions, start_ns, self.cfg.control.period_s
-        )
-        self._pub.publish(msg)
-        if res.new_representation:
-            self.obs_to_action.add((time.time_ns() - res.obs_stamp_ns) / 1e6)
-        self._out_rate.tick(time.monotonic())
+        if traj is not None:
+            self._pub.publish(self._message(traj))
+            sent = time.monotonic()
+            self.serving.add((sent - deadline) * 1e3)
+            if len(traj.times) > 1 and sent + self._wall_minus_monotonic > traj.start:
+                self.late_stamps += 1
+            self._out_rate.tick(sent)
+        if res.kind == 'chunk' and reason == res.reason:
+            if res.new_representation:
+                self.obs_to_action.add((time.time_ns() - res.obs_stamp_ns) / 1e6)
+            self.last_reason = ''
+        else:
+            self._note_degraded(reason)
         t2 = time.perf_counter()
         self.timer_stats.add('publish', (t2 - t1) * 1e3)
         self.timer_stats.add('tick', (t2 - t0) * 1e3)
-        if res.kind == 'hold':
-            self._note_degraded(res.reason)
-        else:
-            self.last_reason = ''
-        if self._diag_due:
-            self._publish_diagnostics()
+
+    def _message(self, traj: Trajectory) -> JointTrajectory:
+        """A chunk keeps its stamp (when point 0 applies). A braking hold goes out stamped 0,
+        "from now", with its end as time_from_start: the controller never rejects it as
+        ending in the past, however late it arrives."""
+        if len(traj.times) == 1:
+            now = time.time()
+            traj = Trajectory(
+                0.0,
+                np.maximum(traj.times + (traj.start - now), 1e-3),
+                traj.positions,
+                traj.velocities,
+            )
+        return convert.timed_trajectory(self.cfg.robot.joint_names, traj)
+
+    def _update_lead(self) -> None:
+        """Stamp chunks far enough ahead that point 0 is not past when the robot gets them:
+        the measured deadline -> publish latency p99 plus a margin, in whole periods."""
+        p99 = self.serving.summary()['p99']
+        if math.isfinite(p99):
+            period_ms = self.cfg.control.period_s * 1e3
+            self.lead = max(1, math.ceil((p99 + self.cfg.motion.lead_margin_ms) / period_ms))
 
     def _diagnostics_due(self) -> None:
-        # Building the status (percentiles, ~30 key/values) takes ~1 ms of Python. Done
-        # here it would delay the next tick whenever the two coincide (2% of ticks at
-        # 1 Hz, i.e. the period p99); so while ticking it runs in the slack right after a
-        # tick, and only runs here when the timer is not ticking.
-        if not self.diagnostics.due():
-            return
-        if self._timer is not None and not self._timer.is_canceled():
-            self._diag_due = True
-        else:
-            self._publish_diagnostics()
+        # On the executor's thread, not the tick's: building the status (percentiles,
+        # ~30 key/values, ~1 ms of Python) only delays the tick by a GIL hand-off.
+        if self.diagnostics.due():
+            self._update_lead()
+            self.diagnostics.publish()
 
     def _note_degraded(self, reason: str) -> None:
         if reason != self.last_reason:
-            self.get_logger().warning(f'holding: {reason}')
+            self.get_logger().warning(f'degraded ({self.cfg.degrade_on_timeout}): {reason}')
             self.last_reason = reason
-
-    def _publish_diagnostics(self) -> None:
-        self._diag_due = False
-        self.diagnostics.publish()
 
     def _status(self) -> ActionExpertStatus:
         t = self.ticker
@@ -275,8 +330,13 @@ class ActionExpertNode(LifecycleNode):
             level, message = WARN, 'not active'
         elif self.last_reason == 'version_mismatch':
             level, message = ERROR, f'world model version differs from {self.world_version}'
+        elif self._tick_clock is not None and self._tick_clock.errors:
+            level, message = (
+                WARN,
+                f'{self._tick_clock.errors} ticks failed: {self._tick_clock.last_error}',
+            )
         elif self.last_reason:
-            level, message = WARN, f'holding: {self.last_reason}'
+            level, message = WARN, f'degraded: {self.last_reason}'
         elif out_rate < 0.9 * hz:
             level, message = WARN, f'chunks at {out_rate:.1f} Hz, expected {hz:.0f} Hz'
         elif js_rate < 0.5 * js_hz:
@@ -289,6 +349,8 @@ class ActionExpertNode(LifecycleNode):
         latency = [convert.latency_stats(k, s) for k, s in self.timer_stats.summary().items()]
         latency += [
             convert.latency_stats('period', self.period.summary()),
+            convert.latency_stats('wake', self.wake.summary()),
+            convert.latency_stats('serving', self.serving.summary()),
             convert.latency_stats('obs_to_action', self.obs_to_action.summary()),
         ]
         return ActionExpertStatus(
@@ -313,6 +375,10 @@ class ActionExpertNode(LifecycleNode):
             degraded=convert.reason_counts(t.degraded),
             rejected_inputs=convert.reason_counts(self.rejected),
             latency=latency,
+            degraded_outcomes=convert.reason_counts(self.stream.outcomes),
+            stamp_lead_periods=self.lead,
+            late_stamps=self.late_stamps,
+            skipped_deadlines=self._tick_clock.skipped if self._tick_clock is not None else 0,
         )
 
 

@@ -20,6 +20,7 @@ from wam_core.models.default_models import write_default_models
 from wam_core.models.world_expert import WorldExpert
 from wam_interfaces.msg import ActiveSubtask, RepresentationDescriptor
 from wam_sim.synthetic import SyntheticScene
+from wam_util import convert as rc
 from wam_util import qos
 from wam_util.executors import make_executor, spin_slice
 
@@ -76,13 +77,16 @@ def test_bad_inputs_rejected_holds_then_chunks(models, ros):
             _spin(ex, 0.1)
         assert node.rejected.get('joint_state') == 4
         assert chunks == []
-        q = [0.1 * i for i in range(7)]
+        q = [0.1 * i for i in range(6)] + [0.02]
         js_pub.publish(JointState(name=names, position=q))
         _spin(ex, 0.3)
         assert chunks, 'a hold is published once a joint state exists'
         hold = chunks[-1]
         assert len(hold.points) == 1 and list(hold.joint_names) == names
-        assert all(abs(a - b) < 1e-6 for a, b in zip(hold.points[0].positions, q, strict=True))
+        # nothing was commanded yet: it holds where the robot is, at rest
+        assert np.allclose(hold.points[0].positions, q, atol=1e-6)
+        assert np.allclose(hold.points[0].velocities, 0.0)
+        assert node.stream.outcomes['held'] > 0
         assert node.ticker.degraded.get('miss', 0) > 0
         # a descriptor for a slot outside the ring is rejected
         d_pub.publish(RepresentationDescriptor(key='x', model_version=models['version'], slot=999))
@@ -94,15 +98,25 @@ def test_bad_inputs_rejected_holds_then_chunks(models, ros):
         d_pub.publish(RepresentationDescriptor(key=e.key, model_version=e.version, slot=e.slot))
         n0 = len(chunks)
         _spin(ex, 0.5)
-        full = [c for c in chunks[n0:] if len(c.points) == 16]
+        full = [c for c in chunks[n0:] if len(c.points) > 1]
         assert len(full) >= 10
         c = full[-1]
         assert list(c.joint_names) == names
         tfs = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in c.points]
-        assert tfs[0] == 0.0 and abs(tfs[1] - 0.02) < 1e-9 and abs(tfs[-1] - 0.30) < 1e-9
+        # the model's 16 rows from its tick; point 0 applies one period later (the stamp),
+        # then a braking tail: the chunk ends at rest
+        assert tfs[0] == 0.0 and abs(tfs[1] - 0.02) < 1e-9 and tfs[-1] >= 0.28 - 1e-9
         assert all(
-            len(p.positions) == 7 and all(math.isfinite(x) for x in p.positions) for p in c.points
+            len(p.positions) == 7
+            and len(p.velocities) == 7
+            and all(math.isfinite(x) for x in p.positions + p.velocities)
+            for p in c.points
         )
+        assert np.allclose(c.points[-1].velocities, 0.0)
+        # the stamp is when point 0 applies: on the 20 ms grid, ahead of the tick
+        stamps = [rc.stamp_to_ns(m.header.stamp) for m in full[-5:]]
+        steps = np.diff(stamps) / 20e6
+        assert np.allclose(steps, np.round(steps), atol=1e-3) and np.all(steps >= 1 - 1e-3)
         assert node.ticker.prepares == 1
         # subtask conditioning: a bad vector is rejected, a good one changes the chunk
         before = np.array([p.positions for p in chunks[-1].points])

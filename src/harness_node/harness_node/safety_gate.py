@@ -2,11 +2,15 @@
 
 - Clamping gate: /action_expert/raw_chunk -> wam_core.control.limits.ClampGate ->
   /arm_controller/joint_trajectory. Wrong joints or any NaN/inf rejects a chunk whole.
+  A safety net, not a smoother: the action expert's chunks are feasible by construction,
+  and how much the gate still changes is reported as magnitudes per joint
+  (``GateActivity``). Velocities pass through unless the gate changed a point; then they
+  are recomputed from what it forwards.
 - Safety stop: wam_core.control.safety.SafetyMonitor fed by /diagnostics levels, the
-  experts' model versions (their typed statuses), raw-chunk arrivals and a 100 Hz
-  watchdog. A stop latches /safety/stop = true (transient local), sends a hold at the
-  current joint positions and refuses chunks until everything is OK for the hold-off,
-  or /harness/reset (std_srvs/Trigger) is called while everything is OK.
+  experts' model versions (their typed statuses), raw-chunk arrivals, the forwarded
+  chunks' horizons and a 100 Hz watchdog. A stop latches /safety/stop = true (transient
+  local), sends a braking hold and refuses chunks until everything is OK for the
+  hold-off, or /harness/reset (std_srvs/Trigger) is called while everything is OK.
 
 Every callback here is in the gate's own callback group and does bounded work; the
 task manager's planning and embedding never run in it (they run on the task
@@ -27,13 +31,20 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from wam_core.common.config import HarnessParams
+from wam_core.common.robot import TABLETOP_ARM
 from wam_core.common.status import ERROR, OK
 from wam_core.control.command_tracker import CommandTracker
 from wam_core.control.joint_state import JointStateError, JointStateMapper
-from wam_core.control.limits import ChunkRejected, ClampGate
+from wam_core.control.limits import ChunkRejected, ClampGate, GateActivity
 from wam_core.control.safety import SafetyMonitor
+from wam_core.control.trajectory import braking_point, point_velocities
 from wam_core.serving.latency import LatencyWindow, RateMeter
-from wam_interfaces.msg import ActionExpertStatus, SafetyGateStatus, WorldExpertStatus
+from wam_interfaces.msg import (
+    ActionExpertStatus,
+    GateJointActivity,
+    SafetyGateStatus,
+    WorldExpertStatus,
+)
 from wam_util import convert, qos
 from wam_util.diagnostics import NodeDiagnostics
 from wam_util.status import TypedStatus
@@ -45,6 +56,10 @@ class SafetyGate:
         self.joint_names = list(cfg.robot.joint_names)
         self.period_s = cfg.control.period_s
         self.clamp = ClampGate(self.joint_names, cfg.joint_limits, self.period_s)
+        self.activity = GateActivity(
+            self.joint_names, [TABLETOP_ARM.change_tolerance(j) for j in self.joint_names]
+        )
+        self._wall_minus_monotonic = time.time() - time.monotonic()
         self.tracker = CommandTracker()  # the gate's baseline: the command the robot follows
         # hold() is also called from the task manager's callback group: the command
         # tracker is only touched under this lock
@@ -98,15 +113,24 @@ class SafetyGate:
 
     # the robot's commands -------------------------------------------------------------
     def hold(self) -> None:
-        """Hold where the robot is, inside the limits (a measured gripper at -1e-5 m is
-        contact noise, and nothing outside the limits ever goes to the robot)."""
+        """Brake from the command being followed to rest within the acceleration limits (or
+        hold where the robot is, when it follows none), inside the position limits (a
+        measured gripper at -1e-5 m is contact noise, and nothing outside the limits ever
+        goes to the robot)."""
         if self.current is None:
             return
         with self._command_lock:
-            now_ns = time.time_ns()
-            here = np.clip(self.current, self.clamp.lower, self.clamp.upper).reshape(1, -1)
-            self._out.publish(convert.joint_trajectory(self.joint_names, here, now_ns, 0.0))
-            self.tracker.record(now_ns * 1e-9, [0.0], here)
+            now_s = time.time()
+            base, vel = self.tracker.baseline(now_s, self.current)
+            v = np.zeros_like(base) if vel is None else vel
+            point, duration = braking_point(base, v, self.clamp.amax, self.period_s)
+            point = np.clip(point, self.clamp.lower, self.clamp.upper).reshape(1, -1)
+            zero = np.zeros_like(point)
+            msg = convert.joint_trajectory(self.joint_names, point, 0, 0.0)  # 0: "now"
+            msg.points[0].time_from_start = convert.duration(duration)
+            msg.points[0].velocities = zero[0].tolist()
+            self._out.publish(msg)
+            self.tracker.record(now_s, [duration], point, zero)
 
     # inputs ---------------------------------------------------------------------------
     def _reject_input(self, what: str, exc: Exception) -> None:
@@ -159,10 +183,17 @@ class SafetyGate:
             stamp_ns = convert.stamp_to_ns(msg.header.stamp)
             start_s = (stamp_ns or time.time_ns()) * 1e-9  # 0 means "now", as for the controller
             base, vel = self.tracker.baseline(start_s, self.current)
-            res = self.clamp.apply(
-                msg.joint_names, convert.trajectory_positions(msg), times, base, vel
-            )
-            self.tracker.record(start_s, times, res.positions)
+            asked = convert.trajectory_positions(msg)
+            res = self.clamp.apply(msg.joint_names, asked, times, base, vel)
+            velocities = convert.trajectory_velocities(msg)
+            if velocities is not None:
+                order = [list(msg.joint_names).index(j) for j in self.joint_names]
+                velocities = velocities[:, order]
+            if velocities is not None and np.max(res.change) > 1e-9:
+                # the gate moved a point: the velocities must describe what it forwards
+                first = vel if vel is not None else np.zeros(len(self.joint_names))
+                velocities = point_velocities(res.times, res.positions, first)
+            self.tracker.record(start_s, times, res.positions, velocities)
         except ChunkRejected as exc:
             self.node.get_logger().warning(f'rejected chunk: {exc}', throttle_duration_sec=1.0)
             return
@@ -170,18 +201,23 @@ class SafetyGate:
             self.clamp.rejected['shape'] = self.clamp.rejected.get('shape', 0) + 1
             self.node.get_logger().warning(f'rejected chunk: {exc}', throttle_duration_sec=1.0)
             return
+        self.activity.add(res.change)
         out = JointTrajectory()
         out.header = msg.header
         out.joint_names = list(self.joint_names)
         out.points = msg.points[:0]
-        for p, src in zip(res.positions, msg.points, strict=True):
+        for i, (p, src) in enumerate(zip(res.positions, msg.points, strict=True)):
             q = type(src)()
             q.positions = p.tolist()
+            if velocities is not None:
+                q.velocities = velocities[i].tolist()
             q.time_from_start = src.time_from_start
             out.points.append(q)
         self.clamp_ms.add((time.perf_counter() - t0) * 1e3)
         self._out.publish(out)
         self._out_rate.tick(now)
+        # the robot runs out of this command at its last point: a gap from then on
+        self.monitor.on_forwarded(start_s + times[-1] - self._wall_minus_monotonic)
         self.forwarded += 1
 
     # the stop ---------------------------------------------------------------------------
@@ -191,7 +227,8 @@ class SafetyGate:
         if self.monitor.gap_hold_due(now):  # the action expert went quiet: hold before the stop
             self.hold()
             self.node.get_logger().warning(
-                f'holding: no action chunk for {(now - self.monitor.last_chunk) * 1e3:.0f} ms',
+                f'holding: no action chunk for {(now - self.monitor.last_chunk) * 1e3:.0f} ms '
+                'or the last one ran out',
                 throttle_duration_sec=1.0,
             )
         self.monitor.evaluate(now)
@@ -244,5 +281,19 @@ class SafetyGate:
             latency=[
                 convert.latency_stats('clamp', self.clamp_ms.summary()),
                 convert.latency_stats('stop', self.stop_latency_ms.summary()),
+            ],
+            changed_share=self.activity.overall_share(),
+            gate_activity=[
+                GateJointActivity(
+                    joint=j,
+                    tolerance=float(tol),
+                    changed_share=a['changed_share'],
+                    change_p50=a['p50'],
+                    change_p99=a['p99'],
+                    change_max=a['max'],
+                )
+                for (j, a), tol in zip(
+                    self.activity.summary().items(), self.activity.tolerances, strict=True
+                )
             ],
         )

@@ -33,7 +33,7 @@ def rig():
     node = HarnessNode(
         parameter_overrides=[
             Parameter('safety.chunk_hold_s', value=0.6),
-            Parameter('safety.chunk_timeout_s', value=0.6),
+            Parameter('safety.chunk_timeout_s', value=0.7),
             Parameter('safety.holdoff_s', value=60.0),
             Parameter('safety.silence_timeout_s', value=30.0),
         ]
@@ -89,6 +89,11 @@ def chunk(r, positions):
     r.raw.publish(rc.joint_trajectory(NAMES, np.array(positions), time.time_ns(), 0.02))
 
 
+def forwarded(r):
+    """What the gate forwarded from the raw chunks (its own holds are stamped 0, "now")."""
+    return [m for m in r.out if rc.stamp_to_ns(m.header.stamp) != 0]
+
+
 def call_reset(r):
     fut = r.reset.call_async(Trigger.Request())
     end = time.monotonic() + 5
@@ -114,8 +119,8 @@ def test_gate_clamps_rejects_and_safety_stop_cycle(rig):
     # a jump of 1 rad in one 20 ms step is clamped to the velocity limit (1.5 rad/s)
     chunk(r, [[1.0] + [0.0] * 6, [1.0] + [0.0] * 6])
     spin(r, 0.2)
-    assert len(r.out) == 1
-    p = [pt.positions[0] for pt in r.out[-1].points]
+    assert len(forwarded(r)) == 1
+    p = [pt.positions[0] for pt in forwarded(r)[-1].points]
     assert p[0] == pytest.approx(0.03, abs=1e-6) and p[1] - p[0] <= 0.03 + 1e-6
     assert r.node.gate.clamp.clamped_points == 2
     # NaN chunk and wrong joints never reach the robot
@@ -123,19 +128,28 @@ def test_gate_clamps_rejects_and_safety_stop_cycle(rig):
     bad = rc.joint_trajectory(NAMES[:6], np.zeros((1, 6)), time.time_ns(), 0.02)
     r.raw.publish(bad)
     spin(r, 0.2)
-    assert len(r.out) == 1 and r.node.gate.clamp.rejected == {'non_finite': 1, 'joint_names': 1}
-    # ERROR from a required node -> latched stop + hold at current positions, chunks refused
+    assert len(forwarded(r)) == 1
+    assert r.node.gate.clamp.rejected == {'non_finite': 1, 'joint_names': 1}
+    # the chunk's horizon ran out (its last point is 20 ms after its stamp): a braking hold
+    # (again after each raw chunk, here the two rejected ones), at rest where it ended
+    gap = [m for m in r.out if m not in forwarded(r)]
+    assert 1 <= len(gap) == r.node.gate.monitor.gap_holds <= 3
+    assert all(m.points[0].positions[0] == pytest.approx(p[1]) for m in gap)
+    # ERROR from a required node -> latched stop + a hold at the commanded position (the
+    # clamped chunk ended at 0.06, the arm is measured 0.04 away: no jump to it), at rest;
+    # chunks refused
     r.js.publish(JointState(name=NAMES, position=Q))
     spin(r, 0.1)
     diag(r, ERROR, 'model exploded')
     spin(r, 0.2)
     assert r.stop[-1] is True
     hold = r.out[-1]
-    assert len(hold.points) == 1 and hold.points[0].positions[0] == pytest.approx(0.1)
-    n = len(r.out)
+    assert len(hold.points) == 1 and hold.points[0].positions[0] == pytest.approx(p[1])
+    assert list(hold.points[0].velocities) == [0.0] * 7
+    n = len(forwarded(r))
     chunk(r, [Q])
     spin(r, 0.2)
-    assert len(r.out) == n and r.node.gate.refused_while_stopped >= 1
+    assert len(forwarded(r)) == n and r.node.gate.refused_while_stopped >= 1
     assert r.node.gate.stop_latency_ms.summary()['max'] < 40
     # reset refused while the ERROR stands, accepted once OK again
     res = call_reset(r)
@@ -149,7 +163,7 @@ def test_gate_clamps_rejects_and_safety_stop_cycle(rig):
     assert r.stop[-1] is False
     chunk(r, [Q])
     spin(r, 0.2)
-    assert len(r.out) == n + 1 and r.node.gate.clamp.rejected == {
+    assert len(forwarded(r)) == n + 1 and r.node.gate.clamp.rejected == {
         'non_finite': 1,
         'joint_names': 1,
     }

@@ -58,7 +58,11 @@ class SimRobot(Node):
             )
             times = convert.trajectory_times(msg)
             self.sim.command(
-                msg.joint_names, convert.trajectory_positions(msg), times, start_time=start
+                msg.joint_names,
+                convert.trajectory_positions(msg),
+                times,
+                start_time=start,
+                velocities=convert.trajectory_velocities(msg),
             )
         except (ValueError, IndexError) as exc:
             self.rejected += 1

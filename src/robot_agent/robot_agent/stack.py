@@ -30,6 +30,8 @@ from wam_core.cache.inprocess import InProcessCache
 from wam_core.common.config import ActionExpertParams, WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config, resolve_path
+from wam_core.common.robot import TABLETOP_ARM
+from wam_core.control.conformance import ConformanceCounter, ControllerRules, violations
 from wam_core.serving.latency import LatencyWindow
 from wam_interfaces.msg import (
     ActionExpertStatus,
@@ -47,10 +49,15 @@ NAN = float('nan')
 
 class Monitor(Node):
     """Watches what a user would: raw chunks, forwarded chunks, the safety stop, the
-    nodes' typed statuses, and the level and message of every /diagnostics status."""
+    nodes' typed statuses, and the level and message of every /diagnostics status. Every
+    trajectory reaching /arm_controller/joint_trajectory is held against
+    joint_trajectory_controller's acceptance rules (``conformance``)."""
 
-    def __init__(self):
+    def __init__(self, joint_names=TABLETOP_ARM.joint_names):
         super().__init__('stack_monitor')
+        self.conformance = ConformanceCounter()
+        self._rules = ControllerRules(list(joint_names))
+        self.last_violations: list[str] = []
         self.chunks = 0
         self.holds = 0
         self.last_chunk = None  # the latest message, chunk or hold
@@ -92,6 +99,16 @@ class Monitor(Node):
 
     def _on_forwarded(self, msg: JointTrajectory) -> None:
         self.forwarded += 1
+        bad = violations(
+            self._rules,
+            msg.joint_names,
+            convert.conformance_points(msg),
+            convert.stamp_to_ns(msg.header.stamp),
+            time.time_ns(),
+        )
+        self.conformance.add(bad)
+        if bad:
+            self.last_violations = bad
 
     def _on_stop(self, msg: Bool) -> None:
         self.safety_stop = msg.data
@@ -105,6 +122,12 @@ class Monitor(Node):
 def _latency(status, stage: str, field: str) -> float:
     s = None if status is None else convert.latency_of(status.latency, stage)
     return NAN if s is None or s.samples == 0 else float(getattr(s, field))
+
+
+def _count(status, field: str, reason: str) -> float:
+    return (
+        NAN if status is None else float(convert.counts_of(getattr(status, field)).get(reason, 0))
+    )
 
 
 def override(node: str, name: str, value) -> list[str]:
@@ -310,6 +333,10 @@ class Stack:
             'chunk_hz': of(a, 'chunk_rate_hz'),
             'obs_to_action_p50': _latency(a, 'obs_to_action', 'p50_ms'),
             'obs_to_action_p99': _latency(a, 'obs_to_action', 'p99_ms'),
+            'open_loop_ticks': _count(a, 'degraded_outcomes', 'open_loop'),
+            'held_ticks': _count(a, 'degraded_outcomes', 'held'),
+            'gate_changed_share': of(self.monitor.gate, 'changed_share'),
+            'conformance_violations': float(self.monitor.conformance.total),
         }
 
     def shutdown(self) -> None:
@@ -347,7 +374,8 @@ def status_line(stack: Stack) -> str:
     task = f'{task[:40]} | ' if task else ''
     return (
         f'{agent}{task}world {s["camera_hz"]:4.1f} fps, calls/frame {s["calls_per_frame"]:.2f}'
-        f' | chunks {m.chunks} holds {m.holds} | tick p99 {s["tick_p99"]:5.2f} ms'
+        f' | chunks {m.chunks} holds {m.holds} open-loop ticks {s["open_loop_ticks"]:.0f}'
+        f' | tick p99 {s["tick_p99"]:5.2f} ms'
         f' | period p99 {s["period_p99"]:5.2f} ms | cache hit {s["cache_hit_rate"] * 100:5.1f}%'
         f' | {state} | safety {safety}'
     )
@@ -387,9 +415,16 @@ def print_summary(stack: Stack, seconds: float) -> None:
         ('encode p50 ms', f'{s["encode_p50"]:.2f}'),
         ('ticks', f'{s["ticks"]:.0f}'),
         ('chunks', f'{s["chunks"]:.0f}'),
-        ('degraded ticks (holds)', f'{s["degraded_ticks"]:.0f}'),
+        (
+            'degraded ticks: open loop / held',
+            f'{s["degraded_ticks"]:.0f}: {s["open_loop_ticks"]:.0f} / {s["held_ticks"]:.0f}',
+        ),
         ('chunks forwarded to the arm', f'{stack.monitor.forwarded}'),
-        ('clamped points', gate.clamped_points if gate is not None else '?'),
+        (
+            'controller conformance violations',
+            f'{stack.monitor.conformance.total} of {stack.monitor.conformance.checked}',
+        ),
+        ('gate: commands changed > tolerance', _gate_activity(gate)),
         ('safety stops', gate.safety_stops if gate is not None else '?'),
         ('cache hit rate', f'{s["cache_hit_rate"]:.3f}'),
         (
@@ -407,6 +442,17 @@ def print_summary(stack: Stack, seconds: float) -> None:
     for k, v in rows:
         print(f'{k:<{width}}  {v}')
     print('-' * (width + 24))
+
+
+def _gate_activity(gate) -> str:
+    """'0.3% (largest: arm_joint_2 p99 0.0004, max 0.0121)' from the gate's typed status."""
+    if gate is None or not gate.gate_activity:
+        return '?'
+    worst = max(gate.gate_activity, key=lambda a: a.change_max)
+    return (
+        f'{gate.changed_share * 100:.2f}% (largest: {worst.joint} p99 {worst.change_p99:.4f},'
+        f' max {worst.change_max:.4f})'
+    )
 
 
 def write_gif(stack: Stack, path: str) -> None:

@@ -29,12 +29,19 @@ def test_the_yaml_has_one_block_per_node_and_a_shared_block():
     blocks = read_param_file(CONFIG)
     assert set(blocks) == {'/**', *NODE_SCHEMAS}
     # shared: only what several nodes use
-    assert set(blocks['/**']) == {
+    shared = {k for k in blocks['/**'] if not k.startswith('joint_limits.')}
+    assert shared == {
         'robot.joint_names',
         'control.period_s',
         'repr_cache.backend',
         'repr_cache.ttl_ms',
         'repr_cache.shm_name',
+    }
+    # the joint limits: every field of every joint (the gate and the action expert use them)
+    assert {k for k in blocks['/**'] if k.startswith('joint_limits.')} == {
+        f'joint_limits.{j}.{f}'
+        for j in TABLETOP_ARM.joint_names
+        for f in ('lower', 'upper', 'velocity', 'effort', 'acceleration')
     }
     for key in blocks['/**']:
         users = [n for n, s in NODE_SCHEMAS.items() if key in {leaf.name for leaf in leaves(s)}]
@@ -95,7 +102,7 @@ def test_flat_round_trip():
         (WorldExpertParams, {'precision': 'int3'}, 'precision must be one of'),
         (WorldExpertParams, {'repr_cache.shm_name': 'a/b'}, 'shm_name must be a plain name'),
         (ActionExpertParams, {'control.period_s': 5.0}, 'control.period_s must be in'),
-        (ActionExpertParams, {'robot.joint_names': ['a', 'a']}, 'robot.joint_names must be'),
+        (WorldExpertParams, {'robot.joint_names': ['a', 'a']}, 'robot.joint_names must be'),
         (ActionExpertParams, {'autostart': 1}, 'autostart must be a bool'),
         (HarnessParams, {'joint_limits.arm_joint_1.upper': -5.0}, "joint 'arm_joint_1'"),
         (HarnessParams, {'safety.required_nodes': 'world_expert'}, 'a list of strings'),

@@ -5,6 +5,7 @@ from wam_core.control.safety import SafetyMonitor, node_of
 CFG = SafetyConfig(
     required_nodes=['world_expert', 'action_expert'],
     silence_timeout_s=3.0,
+    chunk_hold_s=0.045,
     chunk_timeout_s=0.1,
     holdoff_s=2.0,
 )
@@ -115,3 +116,34 @@ def test_chunk_gap_holds_once_then_stops_if_it_persists():
     assert m.gap_hold_due(0.12) and m.gap_holds == 2  # a new gap holds again
     assert m.evaluate(0.18) and m.stopped and 'no action chunk' in m.reason
     assert not m.gap_hold_due(0.3)  # stopped: the stop already held the robot
+
+
+def test_a_forwarded_chunk_running_out_is_a_gap_even_while_chunks_arrive():
+    m = SafetyMonitor(
+        SafetyConfig(
+            required_nodes=['world_expert', 'action_expert'],
+            chunk_hold_s=0.15,
+            chunk_timeout_s=0.25,
+        ),
+        0.0,
+    )
+    _ok(m, 0.0)
+    assert m.reset(0.0)[0]
+    m.on_chunk(0.0)
+    m.on_forwarded(0.3)  # the robot has 300 ms of command
+    assert not m.gap_hold_due(0.1)  # silent for less than the open-loop budget + margin
+    assert m.gap_hold_due(0.16) and m.gap_holds == 1  # silent too long: hold
+    m.on_chunk(0.2)
+    m.on_forwarded(0.21)  # a short chunk (a hold's horizon is its braking time)
+    assert not m.gap_hold_due(0.205)
+    assert m.gap_hold_due(0.22) and m.gap_holds == 2  # it ran out: hold, though not silent
+
+
+def test_the_hold_must_come_before_the_stop():
+    import pytest
+
+    from wam_core.common.params import ConfigError
+
+    cfg = SafetyConfig(chunk_hold_s=0.3, chunk_timeout_s=0.25)
+    with pytest.raises(ConfigError, match='chunk_timeout_s'):
+        cfg.validate()

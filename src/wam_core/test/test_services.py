@@ -116,7 +116,7 @@ def test_tick_produces_a_chunk_and_reuses_the_prepared_scene(experts):
     )
 
 
-def test_stale_representation_degrades_to_a_hold_at_current_positions(experts):
+def test_stale_representation_degrades_and_computes_nothing(experts):
     world, _, _ = experts
     cache = InProcessCache(8, 50, world.version)
     e = cache.put(
@@ -127,9 +127,8 @@ def test_stale_representation_degrades_to_a_hold_at_current_positions(experts):
     t.set_joint_state(q)
     t.set_descriptor(Descriptor(e.key, e.version, e.slot))
     r = t.tick()
-    assert r.kind == 'hold' and r.reason == 'stale'
-    assert r.positions.shape == (1, 7) and np.allclose(r.positions[0], q)
-    assert t.degraded == {'stale': 1}
+    assert r.kind == 'degraded' and r.reason == 'stale' and r.positions is None
+    assert t.degraded == {'stale': 1} and t.chunks == 0 and t.prepares == 0
 
 
 def test_other_model_version_is_never_served(experts):
@@ -149,7 +148,7 @@ def test_no_joint_state_means_no_output(experts):
     world, _, _ = experts
     t = _ticker(experts, InProcessCache(8, 50, world.version))
     r = t.tick()
-    assert r.kind == 'skip' and r.positions is None and r.reason == 'no_joint_state'
+    assert r.kind == 'degraded' and r.positions is None and r.reason == 'no_joint_state'
 
 
 def test_subtask_vector_is_validated(experts):

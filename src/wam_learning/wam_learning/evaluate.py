@@ -10,9 +10,14 @@ Two ways of running the same experts on held-out seeded episodes of the sim:
   wait: the robot keeps executing the previous chunk for the measured compute time,
   and a tick that overruns the 20 ms period delays the next one, as on a real robot.
 
-Both send chunks through the same clamping gate (the harness's limits) and the same
-joint-trajectory semantics as the ROS stack, and condition on the plan's subtasks
-advancing every ``subtask_s`` as the harness does.
+Both shape chunks as the action expert does (``ChunkStream``: stamped one period ahead,
+blended, bounded, with velocities, hold_last_action), send them through the same
+clamping gate (the harness's limits) and the same joint-trajectory semantics as the ROS
+stack, and condition on the plan's subtasks advancing every ``subtask_s`` as the harness
+does. ``motion='legacy'`` runs the motion path as it was before chunk shaping (raw
+positions, point 0 "now", linear interpolation), the yardstick for the smoothness
+figures. Every episode records the commanded setpoint's jerk, the velocity jump at each
+chunk boundary and how much the gate changed (``MotionFigures``).
 """
 
 from __future__ import annotations
@@ -26,11 +31,13 @@ import torch
 
 from wam_core.common.robot import TABLETOP_ARM
 from wam_core.control.command_tracker import CommandTracker
-from wam_core.control.limits import ChunkRejected, ClampGate
+from wam_core.control.limits import ChunkRejected, ClampGate, GateActivity
+from wam_core.control.trajectory import point_velocities
 from wam_core.models.action_expert import load_action_expert
 from wam_core.models.precision import resolve_precision
 from wam_core.models.world_expert import WorldExpert
-from wam_sim.tabletop import JOINT_NAMES, TabletopSim
+from wam_core.serving.chunk_stream import ChunkStream
+from wam_sim.tabletop import JOINT_NAMES, MotionLog, TabletopSim
 
 EVAL_EPISODES = 50
 SUCCESS_HOLD_S = 0.5  # the apple must stay in the fridge this long
@@ -46,6 +53,45 @@ class EpisodeResult:
     ticks: int = 0
     degraded_ticks: int = 0  # ticks that sent nothing new (overrun, rejected chunk)
     compute_ms: list[float] = field(default_factory=list)
+    motion: dict = field(default_factory=dict)  # motion_figures() of the episode
+
+
+def gate_tolerances() -> list[float]:
+    return [TABLETOP_ARM.change_tolerance(j) for j in JOINT_NAMES]
+
+
+def motion_figures(log: MotionLog, activity: GateActivity) -> dict:
+    """One episode's smoothness and gate figures: jerk RMS/max (arm joints, rad/s^3), the
+    velocity jumps at chunk boundaries (rad/s, max over the arm joints), and the share of
+    commands the gate changed by more than the tolerance with its largest change."""
+    jerk = log.jerk()
+    summary = activity.summary()
+    return {
+        'jerk_rms': float(np.sqrt(np.mean(jerk**2))) if jerk.size else None,
+        'jerk_max': float(np.max(jerk)) if jerk.size else None,
+        'boundary_jumps': [round(j, 5) for j in log.boundary_jumps],
+        'gate_changed_share': activity.overall_share(),
+        'gate_change_max': max((a['max'] for a in summary.values()), default=0.0),
+        'gate_points': activity.points,
+    }
+
+
+def aggregate_motion(results) -> dict:
+    """Over episodes: mean jerk RMS, max jerk, p99 boundary jump, gate change share/max."""
+    figs = [r.motion for r in results if r.motion]
+    if not figs:
+        return {}
+    rms = [f['jerk_rms'] for f in figs if f['jerk_rms'] is not None]
+    jumps = np.concatenate([f['boundary_jumps'] for f in figs] + [[]])
+    points = sum(f['gate_points'] for f in figs)
+    return {
+        'jerk_rms': float(np.mean(rms)) if rms else None,
+        'jerk_max': max((f['jerk_max'] for f in figs if f['jerk_max'] is not None), default=None),
+        'boundary_velocity_jump_p99': float(np.percentile(jumps, 99)) if jumps.size else None,
+        'gate_changed_share': sum(f['gate_changed_share'] * f['gate_points'] for f in figs)
+        / max(points, 1),
+        'gate_change_max': max(f['gate_change_max'] for f in figs),
+    }
 
 
 class SuccessWatch:
@@ -121,16 +167,22 @@ def run_episode(
     mode: str = 'direct',
     camera_hz: float = 30.0,
     max_s: float = MAX_EPISODE_S,
+    motion: str = 'shaped',
 ) -> EpisodeResult:
     if mode not in ('direct', 'unified'):
         raise ValueError(f'mode must be direct or unified, not {mode!r}')
+    if motion not in ('shaped', 'legacy'):
+        raise ValueError(f'motion must be shaped or legacy, not {motion!r}')
     sim.reset(seed)
     sim.step(SETTLE_S)
     period = policy.period_s
     t0 = sim.time
     res = EpisodeResult(seed, False, None)
     watch = SuccessWatch()
-    tracker = CommandTracker()
+    tracker = CommandTracker()  # the gate's, as in the harness
+    stream = ChunkStream(JOINT_NAMES, TABLETOP_ARM.limits, period)  # the action expert's
+    activity = GateActivity(JOINT_NAMES, gate_tolerances())
+    sim.motion_log = log = MotionLog()
     frame, next_frame, scene = None, t0, None
     while sim.time - t0 < max_s:
         now = sim.time
@@ -152,10 +204,29 @@ def run_episode(
         if mode == 'unified':
             sim.step(compute)  # the robot runs on while the tick computes
         try:
-            base, vel = tracker.baseline(sim.time, sim.joint_positions())
-            gated = policy.gate.apply(JOINT_NAMES, chunk, policy.times, base, vel).positions
-            tracker.record(sim.time, policy.times, gated)
-            sim.command(JOINT_NAMES, gated[1:], policy.times[1:])  # point 0 is "now"
+            if motion == 'legacy':
+                times, start, velocities = policy.times, sim.time, None
+            else:
+                traj = stream.chunk(chunk, now, 1, q)
+                chunk, times, start, velocities = (
+                    traj.positions,
+                    traj.times,
+                    traj.start,
+                    traj.velocities,
+                )
+            base, vel = tracker.baseline(start, sim.joint_positions())
+            gated = policy.gate.apply(JOINT_NAMES, chunk, times, base, vel)
+            activity.add(gated.change)
+            if velocities is not None and np.max(gated.change) > 1e-9:
+                # the gate moved a point: the velocities describe what it forwards, as the
+                # harness does
+                first = vel if vel is not None else np.zeros(len(JOINT_NAMES))
+                velocities = point_velocities(gated.times, gated.positions, first)
+            tracker.record(start, times, gated.positions, velocities)
+            if motion == 'legacy':  # point 0 is "now"
+                sim.command(JOINT_NAMES, gated.positions[1:], times[1:])
+            else:
+                sim.command(JOINT_NAMES, gated.positions, times, start, velocities)
         except ChunkRejected:
             res.degraded_ticks += 1
         if mode == 'unified':
@@ -168,6 +239,8 @@ def run_episode(
         if watch.update(sim.time, sim.success()):
             res.success, res.time_to_success_s = True, watch.since - t0
             break
+    sim.motion_log = None
+    res.motion = motion_figures(log, activity)
     return res
 
 
@@ -186,11 +259,12 @@ def summarise(results: list[EpisodeResult]) -> dict[str, float]:
         'compute_ms_p50': float(np.nanpercentile(compute, 50)) if len(compute) > 1 else None,
         'compute_ms_p99': float(np.nanpercentile(compute, 99)) if len(compute) > 1 else None,
         'failed_seeds': [r.seed for r in results if not r.success],
+        'motion': aggregate_motion(results),
     }
 
 
 def evaluate(
-    policy: Policy, seeds: list[int], mode: str, progress: bool = True
+    policy: Policy, seeds: list[int], mode: str, progress: bool = True, motion: str = 'shaped'
 ) -> dict[str, float]:
     import sys
 
@@ -198,10 +272,11 @@ def evaluate(
 
     sim = TabletopSim()
     results = []
-    bar = tqdm(seeds, desc=f'{mode} policy', unit='ep', disable=not progress, file=sys.stderr)
+    label = mode if motion == 'shaped' else f'{mode} ({motion} motion)'
+    bar = tqdm(seeds, desc=f'{label} policy', unit='ep', disable=not progress, file=sys.stderr)
     try:
         for seed in bar:
-            results.append(run_episode(sim, policy, seed, mode))
+            results.append(run_episode(sim, policy, seed, mode, motion=motion))
             bar.set_postfix(success=f'{sum(r.success for r in results)}/{len(results)}')
     finally:
         sim.close()

@@ -8,10 +8,13 @@ give the same episode. No rclpy here: the robot_agent node wires it to ROS topic
 Commands follow ros2_control's joint_trajectory_controller:
 - a new trajectory replaces the current one from its start time (header.stamp;
   0 means "now"); until then the old one keeps running;
-- between points, positions are interpolated linearly in time_from_start, starting
-  from the setpoint held when the new trajectory took over;
+- between points, positions are interpolated linearly in time_from_start, or with a
+  cubic spline when the points carry velocities (``wam_core.control.trajectory``),
+  starting from the setpoint (and its velocity) held when the new trajectory took over;
 - points whose time is already past when the trajectory starts are skipped;
 - after the last point the setpoint holds.
+A ``MotionLog`` attached as ``sim.motion_log`` records the commanded setpoint (jerk) and
+the velocity jump at every takeover (chunk boundaries).
 A safety stop freezes the arm where it is and ignores trajectories until released.
 """
 
@@ -19,7 +22,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,6 +29,7 @@ os.environ.setdefault('MUJOCO_GL', 'egl')
 import mujoco  # noqa: E402  (MUJOCO_GL must be set before the import)
 
 from wam_core.common.robot import TABLETOP_ARM  # noqa: E402
+from wam_core.control.trajectory import Trajectory  # noqa: E402
 
 JOINT_NAMES = list(TABLETOP_ARM.joint_names)
 HOME = np.array([0.0, -0.6, 1.2, -0.6, 0.0, 0.0, 0.04])
@@ -134,13 +137,29 @@ def scene_xml(image_size: int = 128) -> str:
 </mujoco>"""
 
 
-@dataclass
-class Trajectory:
-    start: float  # sim time (s) at which point times count from
-    times: np.ndarray  # [K] absolute sim times of the kept points
-    positions: np.ndarray  # [K, 7]
-    origin: np.ndarray | None = None  # setpoint when it took over (filled on activation)
-    origin_time: float = 0.0
+class MotionLog:
+    """What the robot was commanded, for smoothness figures: the setpoint every
+    ``sample_s`` of sim time and the velocity jump (max over the arm joints, rad/s) at
+    every trajectory takeover. Attach one to a sim for an episode; nothing is kept
+    without it."""
+
+    def __init__(self, sample_s: float = 0.01):
+        self.sample_s = sample_s
+        self.setpoints: list[np.ndarray] = []
+        self.boundary_jumps: list[float] = []
+        self._next = None
+
+    def sample(self, t: float, setpoint: np.ndarray) -> None:
+        if self._next is None or t >= self._next - 1e-9:
+            self.setpoints.append(setpoint.copy())
+            self._next = (self._next if self._next is not None else t) + self.sample_s
+
+    def jerk(self) -> np.ndarray:
+        """|third derivative| of the arm joints' commanded positions, rad/s^3, [K, 6]."""
+        p = np.array(self.setpoints)
+        if len(p) < 4:
+            return np.zeros((0, 6))
+        return np.abs(np.diff(p[:, :6], n=3, axis=0)) / self.sample_s**3
 
 
 class TabletopSim:
@@ -179,8 +198,10 @@ class TabletopSim:
         self.data.ctrl[:] = HOME
         mujoco.mj_forward(self.model, self.data)
         self.setpoint = HOME.copy()
+        self.setpoint_velocity = np.zeros_like(HOME)
         self.trajectory: Trajectory | None = None
         self.pending: list[Trajectory] = []
+        self.motion_log: MotionLog | None = None
         self.stopped = False
         self.stop_time: float | None = None
 
@@ -208,20 +229,30 @@ class TabletopSim:
 
     # commands -----------------------------------------------------------------------
     def command(
-        self, names: Sequence[str], positions, time_from_start, start_time: float = 0.0
+        self,
+        names: Sequence[str],
+        positions,
+        time_from_start,
+        start_time: float = 0.0,
+        velocities=None,
     ) -> None:
         """A JointTrajectory: replaces the current one from start_time (0 = now)."""
+        tfs = np.asarray(time_from_start, dtype=float)
+        pos = np.asarray(positions, dtype=float).reshape(len(tfs), -1)
+        vel = (
+            None if velocities is None else np.asarray(velocities, dtype=float).reshape(pos.shape)
+        )
         if list(names) != JOINT_NAMES:
             order = [list(names).index(j) for j in JOINT_NAMES]  # raises on a missing joint
-            positions = np.asarray(positions)[:, order]
+            pos = pos[:, order]
+            vel = None if vel is None else vel[:, order]
         start = self.time if start_time <= 0 else start_time
-        times = start + np.asarray(time_from_start, dtype=float)
-        pos = np.asarray(positions, dtype=float).reshape(len(times), len(JOINT_NAMES))
-        self.pending.append(Trajectory(start, times, pos))
+        self.pending.append(Trajectory(start, tfs, pos, vel))
 
     def set_stop(self, stopped: bool) -> None:
         if stopped and not self.stopped:
             self.setpoint = self.joint_positions()  # freeze where it is
+            self.setpoint_velocity = np.zeros_like(self.setpoint)
             self.trajectory, self.pending = None, []
             self.stop_time = self.time
         self.stopped = stopped
@@ -234,31 +265,44 @@ class TabletopSim:
         if due:
             self.pending = [t for t in self.pending if t.start > now + 1e-9]
             traj = due[-1]
-            keep = traj.times > now  # points already past are skipped
+            keep = traj.start + traj.times > now + 1e-9  # points already past are skipped
+            before = self.setpoint.copy(), self.setpoint_velocity.copy()
             if np.any(keep):
-                traj.times, traj.positions = traj.times[keep], traj.positions[keep]
-                traj.origin, traj.origin_time = self.setpoint.copy(), now
-                self.trajectory = traj
+                vel = None if traj.velocities is None else traj.velocities[keep]
+                self.trajectory = Trajectory(
+                    traj.start, traj.times[keep], traj.positions[keep], vel, (now, *before)
+                )
             else:
                 self.trajectory = None
                 self.setpoint = traj.positions[-1].copy()
+            if self.motion_log is not None:
+                # the velocity the new command runs at over the next physics step, against
+                # the one it replaced
+                dt = self.model.opt.timestep
+                after = (
+                    self.setpoint
+                    if self.trajectory is None
+                    else self.trajectory.sample(now + dt)[0]
+                )
+                jump = np.abs((after - before[0]) / dt - before[1])[:6]
+                self.motion_log.boundary_jumps.append(float(np.max(jump)))
         traj = self.trajectory
         if traj is None:
+            self.setpoint_velocity = np.zeros_like(self.setpoint)
             return
-        times, pos = traj.times, traj.positions
-        if now >= times[-1]:
-            self.setpoint = pos[-1].copy()
+        if now >= traj.end:
+            self.setpoint = traj.positions[-1].copy()
+            self.setpoint_velocity = np.zeros_like(self.setpoint)
             self.trajectory = None
             return
-        k = int(np.searchsorted(times, now, side='right'))
-        t0, p0 = (traj.origin_time, traj.origin) if k == 0 else (times[k - 1], pos[k - 1])
-        a = (now - t0) / max(times[k] - t0, 1e-9)
-        self.setpoint = p0 + a * (pos[k] - p0)
+        self.setpoint, self.setpoint_velocity = traj.sample(now)
 
     def step(self, seconds: float) -> None:
         n = max(1, int(round(seconds / self.model.opt.timestep)))
         for _ in range(n):
             self._update_setpoint()
+            if self.motion_log is not None:
+                self.motion_log.sample(self.time, self.setpoint)
             self.data.ctrl[:] = self.setpoint
             mujoco.mj_step(self.model, self.data)
 

@@ -3,12 +3,13 @@
 The multi-process stack runs on the MuJoCo robot; `wam_system_tests.faults` injects each
 fault and a recorder on /arm_controller/joint_trajectory checks every forwarded point.
 Asserted here without slack: no point breaks a joint limit, no full chunk rests on a
-representation older than TTL + one control period, the robot holds or stops, the stack
-recovers by itself, and no shared-memory segment or process is left behind. The timing
-targets (hold within 70 ms, recovery within 2 s) are asserted by `make faults`, a
-benchmark; here the figures are printed and only bound loosely (a hold within 0.5 s, a
-recovery within 10 s): recovery after a restart waits on DDS discovery of the new
-process, which on this shared 2-core machine has taken from 0.4 to 3.4 s.
+representation older than TTL + one control period, every forwarded trajectory is one
+joint_trajectory_controller accepts, the robot holds its last valid action and then
+brakes, the stack recovers by itself, and no shared-memory segment or process is left
+behind. The timing targets (hold within 70 ms, recovery within 2 s, over 20 runs each)
+are measured by `make faults REPEAT=20`, a benchmark; here the figures are printed and
+only bound loosely (a hold within 0.5 s, a recovery within 10 s): a restarted process's
+start-up on this shared 2-core machine varies by seconds.
 """
 
 import os
@@ -37,6 +38,11 @@ def test_world_expert_kill_and_camera_stall():
     for r in out['faults']:
         assert r['unsafe'] == 0, r
         assert r['stale'] == 0, r
+        assert r['conformance'] == 0, r
+        assert r['brake_ms'] is not None and r['brake_ms'] <= 1000.0, r
         assert r['hold_ms'] is not None and r['hold_ms'] <= 500.0, r
         assert r['recovery_s'] is not None and r['recovery_s'] <= 10.0, r
+    assert out['conformance_checked'] > 50 and out['conformance_violations'] == 0, out[
+        'conformance_examples'
+    ]
     assert out['leaked_segments'] == [] and out['leaked_processes'] == []

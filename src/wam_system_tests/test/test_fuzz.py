@@ -21,7 +21,7 @@ from robot_agent.stack import Stack
 from wam_core.common.paths import default_config
 from wam_core.control.limits import trajectory_violations
 from wam_system_tests.faults import configured_limits
-from wam_system_tests.report import update_report_part
+from wam_system_tests.report import record_conformance, update_report_part
 from wam_util import convert
 
 CONFIG = default_config()
@@ -95,6 +95,7 @@ def _report(s) -> None:
             'examples_per_topic': N,
         },
     )
+    record_conformance('fuzz', s.monitor.conformance.checked, s.monitor.conformance.total)
 
 
 def _pump(stack, i, every=1):
@@ -129,6 +130,8 @@ def _still_serving(stack):
     stack.spin_for(5.0, until=lambda: stack.monitor.chunks - c0 > 20)
     assert stack.monitor.chunks - c0 > 20, 'the action expert stopped producing chunks'
     assert stack.recorder.unsafe == [], stack.recorder.unsafe[:5]
+    # and every trajectory that reached the robot is one joint_trajectory_controller accepts
+    assert stack.monitor.conformance.total == 0, stack.monitor.last_violations
 
 
 def test_fuzz_camera_image(stack):

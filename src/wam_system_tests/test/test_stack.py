@@ -38,7 +38,11 @@ def test_single_process_end_to_end_then_ttl_degrade():
         assert chunks >= 0.8 * (chunks + holds)
         msg = stack.monitor.last_full_chunk  # a transient hold may come last on a loaded machine
         assert list(msg.joint_names) == stack.action.cfg.robot.joint_names
-        assert len(msg.points) == 16 and all(len(p.positions) == 7 for p in msg.points)
+        # stamped for when point 0 applies (one period after its tick), 15 model points
+        # and a braking tail, with velocities ending at rest (the controller's end rule)
+        assert len(msg.points) >= 15 and all(len(p.positions) == 7 for p in msg.points)
+        assert all(len(p.velocities) == 7 for p in msg.points)
+        assert np.allclose(msg.points[-1].velocities, 0.0)
         # the harness starts stopped, clears after its hold-off, then forwards clamped chunks
         stack.spin_for(2.5)
         h = stack.harness.gate.monitor
@@ -51,18 +55,26 @@ def test_single_process_end_to_end_then_ttl_degrade():
         assert (
             enc.world_calls == enc.frames - enc.hits and enc.world_calls > 100
         )  # once per distinct frame
-        # camera stalls -> representation ages past the TTL -> holds, with the reason
+        # camera stalls -> representation ages past the TTL -> hold_last_action: the last
+        # chunk runs open loop for the budget (nothing sent), then braking holds, with the
+        # reason
+        outcomes = dict(stack.action.stream.outcomes)
         stack.robot.camera_paused = True
         stack.spin_for(0.5)
         chunks, holds = _chunks_in(stack, 1.0)
         assert chunks == 0 and holds >= 40
         assert stack.action.ticker.degraded.get('stale', 0) >= 40
         assert len(stack.monitor.last_chunk.points) == 1
+        assert stack.action.stream.outcomes['open_loop'] > outcomes['open_loop']
+        assert stack.action.stream.outcomes['held'] >= outcomes['held'] + 40
         # camera back -> chunks again
         stack.robot.camera_paused = False
         stack.spin_for(0.5)
         chunks, holds = _chunks_in(stack, 1.0)
         assert chunks >= 40
+        # everything the robot got is what joint_trajectory_controller accepts
+        assert stack.monitor.conformance.checked > 100
+        assert stack.monitor.conformance.total == 0, stack.monitor.last_violations
     finally:
         stack.shutdown()
 
@@ -76,7 +88,8 @@ def test_multi_process_shared_memory_end_to_end_and_cleanup():
         assert os.path.exists(f'/dev/shm/{name}')
         chunks, holds = _chunks_in(stack, 3.0)
         assert chunks >= 100, (chunks, holds)
-        assert len(stack.monitor.last_full_chunk.points) == 16
+        assert len(stack.monitor.last_full_chunk.points) >= 15
+        assert stack.monitor.conformance.total == 0, stack.monitor.last_violations
     finally:
         stack.shutdown()
     assert not glob.glob(f'/dev/shm/{name}*'), 'segment left behind'

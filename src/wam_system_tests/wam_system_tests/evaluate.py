@@ -1,7 +1,7 @@
 """`make eval`: task success over held-out seeded episodes, three ways -> "task" in the report.
 
     python -m wam_system_tests.evaluate [--episodes 50] [--mode multi]
-                                        [--only stack,direct,unified]
+                                        [--only stack,direct,unified,legacy]
 
 - stack: the full ROS 2 stack at 50 Hz (world expert -> representation cache ->
   action expert -> harness clamping gate -> simulated robot), one ExecuteTask goal
@@ -10,6 +10,14 @@
   waiting for them (wam_learning.evaluate).
 - unified: the baseline without the split, world expert recomputed in every 50 Hz
   tick, its real compute time charged to the robot (wam_learning.evaluate).
+- legacy: the direct policy with the motion path as it was before chunk shaping (raw
+  positions, point 0 "now", linear interpolation): the yardstick for the smoothness
+  figures.
+
+Besides success and time: the "motion" section (jerk of the commanded setpoint, the
+velocity jump at chunk boundaries, how much the clamping gate changed, degraded ticks
+by outcome) for the stack, the direct policy and the legacy motion path, and the
+controller-conformance count of every trajectory the stack sent to the robot.
 
 Held-out seeds start at wam_learning.dataset.EVAL_FIRST_SEED; training uses seeds 0..N-1.
 """
@@ -21,6 +29,7 @@ import json
 import sys
 import time
 
+import numpy as np
 from rclpy.action import ActionClient
 
 from robot_agent.stack import Stack
@@ -39,8 +48,9 @@ from wam_learning.evaluate import (
     evaluate,
     summarise,
 )
+from wam_sim.tabletop import MotionLog
 
-from .report import update_report
+from .report import record_conformance, update_report
 
 INSTRUCTION = 'put the red apple in the fridge'
 
@@ -84,6 +94,7 @@ def evaluate_stack(
             if handle is None or not handle.accepted:
                 raise RuntimeError(f'seed {seed}: the harness did not accept the task')
             t0, watch, res = sim.time, SuccessWatch(), EpisodeResult(seed, False, None)
+            sim.motion_log = log = MotionLog()
 
             def finished(watch=watch, res=res, t0=t0) -> bool:
                 if watch.update(sim.time, sim.success()):
@@ -92,6 +103,17 @@ def evaluate_stack(
                 return sim.time - t0 > max_s
 
             stack.spin_for(max_s * 2, until=finished)
+            sim.motion_log = None
+            jerk = log.jerk()
+            res.motion = {
+                'jerk_rms': float(np.sqrt(np.mean(jerk**2))) if jerk.size else None,
+                'jerk_max': float(np.max(jerk)) if jerk.size else None,
+                'boundary_jumps': [round(j, 5) for j in log.boundary_jumps],
+                # the gate runs in the harness: its figures come from its status below
+                'gate_changed_share': 0.0,
+                'gate_change_max': 0.0,
+                'gate_points': 0,
+            }
             results.append(res)
             done = handle.cancel_goal_async()
             stack.spin_for(3.0, until=done.done)
@@ -102,11 +124,75 @@ def evaluate_stack(
     finally:
         stack.shutdown()
     out = summarise(results)
+    gate = stack.monitor.gate
     out['ticks'] = int(d1['ticks'] - d0['ticks'])
     out['degraded_ticks'] = int(d1['degraded_ticks'] - d0['degraded_ticks'])
+    out['ticks_open_loop'] = int(d1['open_loop_ticks'] - d0['open_loop_ticks'])
+    out['ticks_held'] = int(d1['held_ticks'] - d0['held_ticks'])
+    out['motion']['gate_changed_share'] = gate.changed_share if gate is not None else None
+    out['motion']['gate_change_max'] = (
+        max(a.change_max for a in gate.gate_activity) if gate is not None else None
+    )
+    out['motion']['gate_change_p99'] = (
+        max(a.change_p99 for a in gate.gate_activity) if gate is not None else None
+    )
+    out['gate_activity'] = (
+        {
+            a.joint: {
+                'changed_share': a.changed_share,
+                'p50': a.change_p50,
+                'p99': a.change_p99,
+                'max': a.change_max,
+            }
+            for a in gate.gate_activity
+        }
+        if gate is not None
+        else {}
+    )
+    out['conformance_checked'] = stack.monitor.conformance.checked
+    out['conformance_violations'] = stack.monitor.conformance.total
     out['tick_ms_p99'] = d1['tick_p99']
     out['period_ms_p99'] = d1['period_p99']
     del out['compute_ms_p50'], out['compute_ms_p99']
+    return out
+
+
+def motion_section(results: dict) -> dict:
+    """bench/report.json "motion": smoothness and gate figures per run (stack, direct, and
+    direct with the legacy motion path), degraded ticks by outcome (stack)."""
+    names = {'stack': 'stack', 'direct': 'direct', 'legacy': 'direct_legacy'}
+    runs = {names[k]: r['motion'] for k, r in results.items() if k in names and r.get('motion')}
+    if not runs:
+        return {}
+    out: dict = {
+        key: {name: m.get(key) for name, m in runs.items()}
+        for key in (
+            'jerk_rms',
+            'jerk_max',
+            'boundary_velocity_jump_p99',
+            'gate_changed_share',
+            'gate_change_max',
+        )
+    }
+    stack = results.get('stack')
+    if stack is not None:
+        out['ticks'] = stack['ticks']
+        out['ticks_open_loop'] = stack['ticks_open_loop']
+        out['ticks_held'] = stack['ticks_held']
+        out['held_share'] = stack['ticks_held'] / max(stack['ticks'], 1)
+        out['gate_change_p99'] = stack['motion'].get('gate_change_p99')
+        out['gate_activity_stack'] = stack.get('gate_activity')
+    if stack is not None and 'direct' in results:
+        d = results['direct']
+        out['jerk_rms_stack_over_direct'] = (
+            stack['motion']['jerk_rms'] / d['motion']['jerk_rms']
+            if stack['motion'].get('jerk_rms') and d['motion'].get('jerk_rms')
+            else None
+        )
+        if stack['mean_time_to_success_s'] and d['mean_time_to_success_s']:
+            out['time_to_success_stack_over_direct'] = (
+                stack['mean_time_to_success_s'] / d['mean_time_to_success_s']
+            )
     return out
 
 
@@ -117,7 +203,7 @@ def main(argv=None) -> int:
     ap.add_argument('--episodes', type=int, default=50)
     ap.add_argument('--first-seed', type=int, default=EVAL_FIRST_SEED)
     ap.add_argument('--mode', default='multi', choices=['single', 'multi'])
-    ap.add_argument('--only', default='stack,direct,unified')
+    ap.add_argument('--only', default='stack,direct,unified,legacy')
     args = ap.parse_args(argv)
     seeds = list(range(args.first_seed, args.first_seed + args.episodes))
     which = [w.strip() for w in args.only.split(',') if w.strip()]
@@ -133,6 +219,10 @@ def main(argv=None) -> int:
             if mode in which:
                 results[mode] = evaluate(policy, seeds, mode)
                 print(f'{mode:8} success {results[mode]["successes"]}/{len(seeds)}', flush=True)
+    if 'legacy' in which:
+        policy = Policy(world_dir, action_dir, INSTRUCTION, precision=world.precision)
+        results['legacy'] = evaluate(policy, seeds, 'direct', motion='legacy')
+        print(f'legacy   success {results["legacy"]["successes"]}/{len(seeds)}', flush=True)
     if 'stack' in which:
         results['stack'] = evaluate_stack(seeds, args.mode, config)
         print(f'stack    success {results["stack"]["successes"]}/{len(seeds)}', flush=True)
@@ -150,6 +240,15 @@ def main(argv=None) -> int:
             'success_rate'
         ]
         task[name] = r
+    motion = motion_section(results)
+    if motion:
+        update_report('motion', motion)
+    if 'stack' in results:
+        record_conformance(
+            'eval',
+            results['stack']['conformance_checked'],
+            results['stack']['conformance_violations'],
+        )
     if 'stack' in results:
         task['mean_time_to_success_s'] = results['stack']['mean_time_to_success_s']
     if 'stack' in results and 'direct' in results:

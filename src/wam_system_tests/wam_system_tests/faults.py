@@ -1,17 +1,21 @@
 """`make faults`: inject faults into the multi-process stack on the simulator and measure.
 
-    python -m wam_system_tests.faults [--only world_kill,camera_stall] [--json out.json]
+    python -m wam_system_tests.faults [--only world_kill,camera_stall] [--repeat N]
+                                      [--json out.json]
 
 For each fault a recorder on /arm_controller/joint_trajectory (what the robot receives)
 measures:
-- hold_ms: fault -> the robot holding (a one-point trajectory after which no full chunk
-  comes until the fault clears) or stopped, whichever is first; from the trajectories'
-  stamps, i.e. when the stack sent them;
+- hold_ms: fault -> the robot holding its last valid action: the point where the last
+  full chunk sent before the fault cleared applies (its stamp; the action expert stamps
+  a chunk one control period after its tick), or a safety stop, whichever is first. From
+  then on the robot executes that chunk open loop and then brakes (hold_last_action);
+- brake_ms: fault -> the first braking hold (a one-point trajectory) or stop after it;
 - unsafe: forwarded points that break a joint limit (must be 0);
 - stale: full chunks forwarded around the fault (from 0.5 s before it to the end of the
   drill) with no representation of the accepted model version observed within TTL + one
-  control period before the chunk's stamp, i.e. actions from a stale, missing or
+  control period before the chunk's tick, i.e. actions from a stale, missing or
   wrong-version representation (must be 0);
+- conformance: forwarded trajectories joint_trajectory_controller would reject (must be 0);
 - recovery_s: the fault cleared (for a restart: the stamp of its first new output) -> the
   next full chunk forwarded (target <= 2 s);
 - leaked segments and processes once the stack is shut down (checked by the caller).
@@ -41,13 +45,14 @@ from robot_agent.stack import Stack, override
 from wam_core.common.config import ActionExpertParams, HarnessParams, WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config, resolve_path, workspace_root
+from wam_core.control.conformance import ConformanceCounter, ControllerRules, violations
 from wam_core.control.limits import ClampGate, trajectory_violations
 from wam_core.models.manifest import read_manifest, write_manifest
 from wam_interfaces.action import ExecuteTask
 from wam_interfaces.msg import RepresentationDescriptor
 from wam_util import convert, qos
 
-from .report import update_report_part
+from .report import record_conformance, update_report_part
 
 HOLD_TARGET_MS = 70.0  # TTL (50 ms) + one control period (20 ms)
 RECOVERY_TARGET_S = 2.0
@@ -62,6 +67,8 @@ class FaultResult:
     recovery_s: float | None
     ok: bool = False
     notes: str = ''
+    brake_ms: float | None = None
+    conformance: int = 0
     clear_s: float | None = None  # when the fault cleared, seconds after it began
     # [t - t_fault, 0 hold | 1 chunk | 2 stop]
     timeline: list[list[float]] = field(default_factory=list)
@@ -70,6 +77,7 @@ class FaultResult:
         self.ok = (
             self.unsafe == 0
             and self.stale == 0
+            and self.conformance == 0
             and self.hold_ms is not None
             and self.hold_ms <= HOLD_TARGET_MS
             and self.recovery_s is not None
@@ -81,9 +89,22 @@ class FaultResult:
 class Recorder:
     """What the robot receives, with arrival times (monotonic s), checked against the limits."""
 
-    def __init__(self, stack, accepted_version: str, max_age_s: float, limits: ClampGate):
+    def __init__(
+        self,
+        stack,
+        accepted_version: str,
+        max_age_s: float,
+        limits: ClampGate,
+        period_s: float = 0.02,
+    ):
         self.limits = limits  # the configured joint limits, the yardstick
         self.accepted_version, self.max_age_ns = accepted_version, int(max_age_s * 1e9)
+        # a chunk's stamp is when it applies, one period after its tick (at least)
+        self.period_ns = int(period_s * 1e9)
+        self.rules = ControllerRules(list(limits.joint_names))
+        self.conformance = ConformanceCounter()  # since the last result
+        self.conformance_all = ConformanceCounter()
+        self.conformance_examples: list[str] = []
         self.wall_minus_monotonic = time.time() - time.monotonic()
         self.forwarded: list[tuple] = []  # (t, points, header stamp ns)
         # When the stack produced them, on this clock (from their stamps): a fault clears
@@ -102,7 +123,10 @@ class Recorder:
         node.create_subscription(
             JointTrajectory,
             '/action_expert/raw_chunk',
-            lambda m: len(m.points) > 1 and self.raw.append(self._monotonic(m.header.stamp)),
+            lambda m: (
+                len(m.points) > 1
+                and self.raw.append(self._monotonic(m.header.stamp) - self.period_ns * 1e-9)
+            ),
             100,
         )
         node.create_subscription(
@@ -125,9 +149,11 @@ class Recorder:
             bisect.insort(self.fresh_obs_ns, convert.stamp_to_ns(msg.header.stamp))
 
     def stale(self, stamp_ns: int) -> bool:
-        """No accepted-version observation within max_age before the chunk's stamp (the tick)."""
-        i = bisect.bisect_right(self.fresh_obs_ns, stamp_ns)
-        return i == 0 or stamp_ns - self.fresh_obs_ns[i - 1] > self.max_age_ns
+        """No accepted-version observation within max_age before the chunk's tick (its stamp
+        less one period: a later tick would only make the representation look older)."""
+        tick_ns = stamp_ns - self.period_ns
+        i = bisect.bisect_right(self.fresh_obs_ns, tick_ns)
+        return i == 0 or tick_ns - self.fresh_obs_ns[i - 1] > self.max_age_ns
 
     def _on_forwarded(self, msg) -> None:
         t = time.monotonic()
@@ -138,7 +164,15 @@ class Recorder:
             convert.trajectory_times(msg),
         )
         self.unsafe += int(bool(bad))
-        self.forwarded.append((t, len(msg.points), convert.stamp_to_ns(msg.header.stamp)))
+        stamp_ns = convert.stamp_to_ns(msg.header.stamp)
+        problems = violations(
+            self.rules, msg.joint_names, convert.conformance_points(msg), stamp_ns, time.time_ns()
+        )
+        self.conformance.add(problems)
+        self.conformance_all.add(problems)
+        if problems and len(self.conformance_examples) < 5:
+            self.conformance_examples.append('; '.join(problems))
+        self.forwarded.append((t, len(msg.points), stamp_ns))
 
     def stopped_at(self, t: float) -> bool:
         before = [s for ts, s in self.stops if ts <= t]
@@ -147,19 +181,26 @@ class Recorder:
     def result(
         self, name: str, t_fault: float, t_clear: float | None, t_end: float
     ) -> FaultResult:
-        # The robot holds from the first hold after the last full chunk sent before the
-        # fault cleared (a degraded tick's lone hold in between is not "holding"). Times
-        # are the messages' stamps (when the stack sent them): this process also runs the
-        # simulated robot, and a stall here must not count as the stack's reaction time.
+        # The robot holds its last valid action from where the last full chunk sent before
+        # the fault cleared applies (its stamp: the stack's clock, not this process's, which
+        # also runs the simulated robot), and brakes at the first one-point hold or stop
+        # after it (arrival times: the harness stamps its holds "now").
         until = t_clear if t_clear is not None else t_end
-        sent = [(stamp * 1e-9 - self.wall_minus_monotonic, n) for _, n, stamp in self.forwarded]
-        last_full = max([t for t, n in sent if t_fault <= t < until and n > 1], default=t_fault)
-        holds = [t for t, n in sent if t >= last_full and n == 1]
+        applies = [
+            (stamp * 1e-9 - self.wall_minus_monotonic, t, n) for t, n, stamp in self.forwarded
+        ]
+        full = [(a, t) for a, t, n in applies if n > 1 and a - self.period_ns * 1e-9 < until]
+        last_full = max([a for a, _ in full], default=t_fault)
+        last_arrival = max([t for a, t in full if a == last_full], default=t_fault)
+        holds = [t for _, t, n in applies if t >= last_arrival and n == 1]
         stops = [t for t, s in self.stops if t >= t_fault and s]
-        first = min(holds[:1] + stops[:1]) if (holds or stops) else None
+        first_stop = stops[0] if stops else None
+        held = max(last_full, t_fault) if first_stop is None else min(last_full, first_stop)
+        braked = min(holds[:1] + stops[:1]) if (holds or stops) else None
         notes = ''
         if self.stopped_at(t_fault):  # e.g. a restart outlived the silence timeout
-            first, notes = t_fault, 'the robot was already safety-stopped when the fault began'
+            held = braked = t_fault
+            notes = 'the robot was already safety-stopped when the fault began'
         cleared = [t for t, s in self.stops if not s and t_clear is not None and t >= t_clear]
         if cleared:
             notes += (
@@ -181,15 +222,18 @@ class Recorder:
             [round(t - t_fault, 4), 2] for t, s in self.stops if s and t_fault - 0.5 <= t <= t_end
         ]
         unsafe, self.unsafe = self.unsafe, 0
+        conformance, self.conformance = self.conformance.total, ConformanceCounter()
         return FaultResult(
             name,
-            None if first is None else (first - t_fault) * 1e3,
+            max(0.0, (held - t_fault) * 1e3),
             unsafe,
             stale,
             None if not after else after[0] - t_clear,
             notes=notes,
             clear_s=None if t_clear is None else t_clear - t_fault,
             timeline=sorted(timeline),
+            brake_ms=None if braked is None else (braked - t_fault) * 1e3,
+            conformance=conformance,
         )
 
 
@@ -378,6 +422,7 @@ def _no_interruption(
     res.ok = (
         res.unsafe == 0
         and res.stale == 0
+        and res.conformance == 0
         and not stops
         and during >= 0.75 * before
         and res.recovery_s is not None
@@ -553,7 +598,11 @@ def shm_segments() -> list[str]:
 
 
 def run(
-    faults: list[str], seed: int = 5000, progress: bool = True, shm_name: str = ''
+    faults: list[str],
+    seed: int = 5000,
+    progress: bool = True,
+    shm_name: str = '',
+    repeat: int = 1,
 ) -> dict[str, object]:
     import psutil
 
@@ -567,25 +616,24 @@ def run(
     stack.llm_server = llm
     results: list[FaultResult] = []
     pids = set()
+    rec = None
     try:
         stack.wait_ready(120)
         stack.spin_for(
             3.0, until=lambda: stack.monitor.forwarded > 0 and not stack.monitor.safety_stop
         )
-        rec = Recorder(stack, *accepted_version_and_max_age(config), configured_limits(config))
-        for name in faults:
-            r = FAULTS[name](stack, rec)
-            results.append(r)
-            pids |= {p.pid for p in stack.procs}
-            if progress:
-                hold = r.hold_ms if r.hold_ms is None else round(r.hold_ms, 1)
-                recovery = r.recovery_s if r.recovery_s is None else round(r.recovery_s, 2)
-                print(
-                    f'{name:18} hold {hold} ms | unsafe {r.unsafe} | stale {r.stale} | '
-                    f'recovery {recovery} s | {"ok" if r.ok else "MISSED"}',
-                    flush=True,
-                )
-            stack.spin_for(1.0)
+        period = load_params(config, 'action_expert', ActionExpertParams).control.period_s
+        rec = Recorder(
+            stack, *accepted_version_and_max_age(config), configured_limits(config), period
+        )
+        for i in range(repeat):
+            for name in faults:
+                r = FAULTS[name](stack, rec)
+                results.append(r)
+                pids |= {p.pid for p in stack.procs}
+                if progress:
+                    print(f'{f"[{i + 1}/{repeat}] " if repeat > 1 else ""}{_line(r)}', flush=True)
+                stack.spin_for(1.0)
     finally:
         pids |= {p.pid for p in stack.procs}
         stack.shutdown()
@@ -597,10 +645,58 @@ def run(
     )
     return {
         'faults': [asdict(r) for r in results],
+        'summary': summarise(results),
+        'conformance_checked': rec.conformance_all.checked if rec else 0,
+        'conformance_violations': rec.conformance_all.total if rec else 0,
+        'conformance_examples': rec.conformance_examples if rec else [],
         'leaked_segments': leaked_segments,
         'leaked_processes': leaked_procs,
         'all_ok': all(r.ok for r in results) and not leaked_segments and not leaked_procs,
     }
+
+
+def _line(r: FaultResult) -> str:
+    def rounded(v, n):
+        return None if v is None else round(v, n)
+
+    return (
+        f'{r.fault:18} hold {rounded(r.hold_ms, 1)} ms (brake {rounded(r.brake_ms, 1)}) | '
+        f'unsafe {r.unsafe} | stale {r.stale} | conformance {r.conformance} | '
+        f'recovery {rounded(r.recovery_s, 2)} s | {"ok" if r.ok else "MISSED"}'
+    )
+
+
+def _percentile(values: list, q: float) -> float | None:
+    import numpy as np
+
+    vals = [v for v in values if v is not None]
+    return float(np.percentile(vals, q)) if vals else None
+
+
+def summarise(results: list[FaultResult]) -> dict[str, dict]:
+    """Per fault over its runs: stale and unsafe forwarded (sums), hold, brake and
+    recovery p50/p99, runs missed (a missing hold or recovery counts as missed)."""
+    out: dict[str, dict] = {}
+    for name in dict.fromkeys(r.fault for r in results):
+        runs = [r for r in results if r.fault == name]
+        out[name] = {
+            'runs': len(runs),
+            'stale_forwarded': sum(r.stale for r in runs),
+            'unsafe_forwarded': sum(r.unsafe for r in runs),
+            'conformance_violations': sum(r.conformance for r in runs),
+            'hold_ms_p50': _percentile([r.hold_ms for r in runs], 50),
+            'hold_ms_p99': _percentile([r.hold_ms for r in runs], 99),
+            'brake_ms_p50': _percentile([r.brake_ms for r in runs], 50),
+            'brake_ms_p99': _percentile([r.brake_ms for r in runs], 99),
+            'recovery_s_p50': _percentile([r.recovery_s for r in runs], 50),
+            'recovery_s_p99': _percentile([r.recovery_s for r in runs], 99),
+            'missing_hold_or_recovery': sum(
+                1 for r in runs if r.hold_ms is None or r.recovery_s is None
+            ),
+            'runs_missed': sum(1 for r in runs if not r.ok),
+            'ok': all(r.ok for r in runs),
+        }
+    return out
 
 
 def main(argv=None) -> int:
@@ -608,32 +704,49 @@ def main(argv=None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument('--only', default=','.join(FAULTS))
+    ap.add_argument('--repeat', type=int, default=1, help='run every fault this many times')
     ap.add_argument('--json', default='')
     args = ap.parse_args(argv)
     names = [n.strip() for n in args.only.split(',') if n.strip()]
     unknown = [n for n in names if n not in FAULTS]
     if unknown:
         ap.error(f'unknown faults {unknown}; known: {", ".join(FAULTS)}')
-    out = run(names)
+    if args.repeat < 1:
+        ap.error('--repeat must be at least 1')
+    out = run(names, repeat=args.repeat)
     leaks = len(out['leaked_segments']) + len(out['leaked_processes'])
-    summary = {
-        r['fault']: {
-            'stop_ms': r['hold_ms'],
-            'recover_ms': None if r['recovery_s'] is None else r['recovery_s'] * 1e3,
-            'unsafe_forwarded': r['unsafe'],
-            'stale_forwarded': r['stale'],
-            'leaks': leaks,
-            'ok': r['ok'],
-        }
-        for r in out['faults']
-    }
+    summary = out['summary']
+    for figures in summary.values():
+        figures['leaks'] = leaks
     update_report_part('reliability', 'faults', summary)
+    record_conformance('faults', out['conformance_checked'], out['conformance_violations'])
     timeline = os.path.join(workspace_root(), 'bench', 'faults_timeline.json')
     with open(timeline, 'w', encoding='utf-8') as fh:
         json.dump(out, fh)
     if args.json:
         with open(args.json, 'w', encoding='utf-8') as fh:
             json.dump(out, fh, indent=1)
+    print()
+    print(
+        f'{"fault":18}{"runs":>5}{"stale":>6}{"unsafe":>7}{"hold p50/p99 ms":>18}'
+        f'{"brake p99 ms":>13}{"recovery p50/p99 s":>20}{"missed":>7}'
+    )
+
+    def fmt(v, n=1):
+        return '-' if v is None else f'{v:.{n}f}'
+
+    for name, f in summary.items():
+        print(
+            f'{name:18}{f["runs"]:>5}{f["stale_forwarded"]:>6}{f["unsafe_forwarded"]:>7}'
+            f'{fmt(f["hold_ms_p50"]) + " / " + fmt(f["hold_ms_p99"]):>18}'
+            f'{fmt(f["brake_ms_p99"]):>13}'
+            f'{fmt(f["recovery_s_p50"], 2) + " / " + fmt(f["recovery_s_p99"], 2):>20}'
+            f'{f["runs_missed"]:>7}'
+        )
+    print(
+        f'conformance: {out["conformance_violations"]} violations in '
+        f'{out["conformance_checked"]} forwarded trajectories {out["conformance_examples"][:2]}'
+    )
     print(f'leaked segments {out["leaked_segments"]} processes {out["leaked_processes"]}')
     print(
         'all faults handled within targets'

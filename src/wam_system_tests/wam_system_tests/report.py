@@ -42,3 +42,16 @@ def update_report_part(section: str, part: str, data) -> str:
     report = read_report()
     report.setdefault(section, {})[part] = data
     return _write(report)
+
+
+def record_conformance(run: str, checked: int, violations: int) -> str:
+    """reliability.conformance.<run> = {checked, violations} for one drill or benchmark
+    (eval, faults, fuzz, soak), and reliability.conformance_violations = their sum: every
+    trajectory those runs saw reach /arm_controller/joint_trajectory, held against
+    joint_trajectory_controller's acceptance rules."""
+    report = read_report()
+    rel = report.setdefault('reliability', {})
+    runs = rel.setdefault('conformance', {})
+    runs[run] = {'checked': int(checked), 'violations': int(violations)}
+    rel['conformance_violations'] = sum(r['violations'] for r in runs.values())
+    return _write(report)

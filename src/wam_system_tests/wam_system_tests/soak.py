@@ -24,7 +24,7 @@ from robot_agent.stack import Stack
 from wam_core.common.paths import default_config
 from wam_interfaces.action import ExecuteTask
 
-from .report import update_report_part
+from .report import record_conformance, update_report_part
 
 RSS_GROWTH_TARGET_PCT = 5.0
 P99_DRIFT_TARGET = 1.2
@@ -124,9 +124,20 @@ def run(minutes: float, episode_s: float = 15.0, progress: bool = True) -> dict[
         'segments_end': last['segments'],
         'tick_p99_first_ms': first.get('tick_p99'),
         'tick_p99_last_ms': last.get('tick_p99'),
+        'period_p99_first_ms': first.get('period_p99'),
+        'period_p99_last_ms': last.get('period_p99'),
+        'rss_growth_pct_by_process': {
+            k: round(100.0 * (v - f) / max(f, 1e-9), 2)
+            for k, v in last['rss_by_process_mb'].items()
+            if (f := first['rss_by_process_mb'].get(k)) is not None
+        },
         'rss_by_process_mb_start': {k: round(v, 1) for k, v in first['rss_by_process_mb'].items()},
         'rss_by_process_mb_end': {k: round(v, 1) for k, v in last['rss_by_process_mb'].items()},
         'degraded_ticks': last.get('degraded_ticks'),
+        'ticks_open_loop': last.get('open_loop_ticks'),
+        'ticks_held': last.get('held_ticks'),
+        'conformance_checked': stack.monitor.conformance.checked,
+        'conformance_violations': stack.monitor.conformance.total,
         'ticks': last.get('ticks'),
         'safety_stops': last.get('safety_stops'),
         'gap_holds': last.get('gap_holds'),
@@ -140,6 +151,7 @@ def run(minutes: float, episode_s: float = 15.0, progress: bool = True) -> dict[
         and p1
         and p2
         and p2 <= P99_DRIFT_TARGET * p1
+        and out['conformance_violations'] == 0
     )
     return out
 
@@ -157,6 +169,7 @@ def main(argv=None) -> int:
     update_report_part(
         'reliability', 'soak', {k: v for k, v in out.items() if k != 'rss_series_mb'}
     )
+    record_conformance('soak', out['conformance_checked'], out['conformance_violations'])
     for k in (
         'minutes',
         'episodes',
@@ -170,9 +183,14 @@ def main(argv=None) -> int:
         'segments_end',
         'tick_p99_first_ms',
         'tick_p99_last_ms',
+        'period_p99_first_ms',
+        'period_p99_last_ms',
         'rss_by_process_mb_start',
         'rss_by_process_mb_end',
         'degraded_ticks',
+        'ticks_open_loop',
+        'ticks_held',
+        'conformance_violations',
         'ticks',
         'safety_stops',
         'gap_holds',

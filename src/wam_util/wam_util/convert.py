@@ -13,6 +13,7 @@ from builtin_interfaces.msg import Duration, Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from wam_core.control.conformance import TrajectoryPoint
 from wam_interfaces.msg import LatencyStats, ReasonCount
 
 # DiagnosticStatus.level is a byte; these wheels give it to Python as bytes.
@@ -61,6 +62,49 @@ def joint_trajectory(
         pts.append(p)
     msg.points = pts
     return msg
+
+
+def timed_trajectory(joint_names: Sequence[str], traj, frame_id: str = '') -> JointTrajectory:
+    """A ``wam_core.control.trajectory.Trajectory`` (start in wall-clock seconds) ->
+    JointTrajectory: header.stamp is when point 0 applies; positions and, when the
+    trajectory has them, velocities per point."""
+    msg = JointTrajectory()
+    msg.header.stamp = ns_to_stamp(int(round(traj.start * 1e9)))
+    msg.header.frame_id = frame_id
+    msg.joint_names = list(joint_names)
+    vel = traj.velocities
+    pts = []
+    for i, (t, row) in enumerate(zip(traj.times, traj.positions, strict=True)):
+        p = JointTrajectoryPoint()
+        p.positions = row.tolist()
+        if vel is not None:
+            p.velocities = vel[i].tolist()
+        p.time_from_start = duration(float(t))
+        pts.append(p)
+    msg.points = pts
+    return msg
+
+
+def trajectory_velocities(msg: JointTrajectory):
+    """[H, N] velocities, or None unless every point carries them (the controller then
+    interpolates cubically)."""
+    if not msg.points or any(len(p.velocities) != len(p.positions) for p in msg.points):
+        return None
+    return np.array([list(p.velocities) for p in msg.points], dtype=np.float64)
+
+
+def conformance_points(msg: JointTrajectory) -> list:
+    """The message's points as ``wam_core.control.conformance.TrajectoryPoint``s."""
+    return [
+        TrajectoryPoint(
+            duration_to_s(p.time_from_start),
+            list(p.positions),
+            list(p.velocities),
+            list(p.accelerations),
+            list(p.effort),
+        )
+        for p in msg.points
+    ]
 
 
 def trajectory_times(msg: JointTrajectory) -> list[float]:

@@ -119,6 +119,42 @@ class WorldExpertParams:
 
 # ----------------------------------------------------------------------- action expert
 @dataclass
+class DegradeConfig:
+    max_open_loop_s: float = param(
+        0.1,
+        'hold_last_action: a tick with no usable representation publishes nothing while '
+        'the last valid chunk began at most this long ago (the robot keeps executing it); '
+        'after that, a braking hold. Keep it well inside the chunk horizon, s',
+        min=0.0,
+        max=10.0,
+    )
+
+
+@dataclass
+class MotionConfig:
+    blend_points: int = param(
+        3,
+        'a new chunk blends into the running one over this many points (0: replaces it)',
+        min=0,
+        max=1000,
+    )
+    lead_margin_ms: float = param(
+        3.0,
+        'chunks are stamped on the control grid at least tick latency p99 + this ahead, ms '
+        '(DDS delivery and the controller picking it up)',
+        min=0.0,
+        max=1000.0,
+    )
+    feasibility_scale: float = param(
+        0.97,
+        'chunks are bounded to this share of the velocity and acceleration limits before '
+        'they leave, so the harness gate (at the full limits) has nothing to change',
+        min=0.1,
+        max=1.0,
+    )
+
+
+@dataclass
 class ActionExpertParams:
     """action_expert: a 50 Hz timer -> cache read -> action chunk."""
 
@@ -138,17 +174,32 @@ class ActionExpertParams:
     )
     timeout_ms: float = param(
         15.0,
-        'a tick slower than this publishes a hold instead of its chunk, ms',
+        'a tick slower than this discards its chunk (a degraded tick: hold_last_action), ms',
         min=0.1,
         max=60000.0,
     )
     degrade_on_timeout: str = param(
         'hold_last_action',
-        'what a tick without a usable representation does',
+        'what a tick without a usable representation does: keep executing the last valid '
+        'chunk for degrade.max_open_loop_s, then brake to a hold',
         choices=('hold_last_action',),
+    )
+    degrade: DegradeConfig = section(DegradeConfig)
+    motion: MotionConfig = section(MotionConfig)
+    joint_limits: dict[str, JointLimit] = per_joint(
+        JointLimit,
+        TABLETOP_ARM.limits,
+        'limits chunks are bounded to (at motion.feasibility_scale) before they leave',
     )
     num_threads: int = param(
         1, 'torch intra-op threads (fixed, so p99 stays near p50)', min=1, max=256
+    )
+    realtime_priority: int = param(
+        50,
+        'SCHED_FIFO priority of the tick thread, as ros2_control gives its update loop '
+        '(0: normal scheduling; without the privilege it falls back with a warning)',
+        min=0,
+        max=99,
     )
     expected_joint_state_hz: float = param(
         100.0, 'joint_states rate, Hz; the status warns below half of it', min=0.1, max=10000.0
@@ -161,6 +212,10 @@ class ActionExpertParams:
         'configure and activate on start (false when a launch file or a lifecycle '
         'manager drives the transitions)',
     )
+
+    def validate(self) -> None:
+        for name, limit in self.joint_limits.items():
+            limit.check(name)
 
 
 # ----------------------------------------------------------------------------- harness
@@ -178,19 +233,26 @@ class SafetyConfig:
         max=600.0,
     )
     chunk_hold_s: float = param(
-        0.045,
-        'a gap in the raw chunks this long sends one hold (a missed tick and a late one)',
+        0.15,
+        'no raw chunk for this long sends one braking hold, as does the last forwarded '
+        "chunk's horizon running out; above the action expert's degrade.max_open_loop_s "
+        '(it is silent while the robot executes its last chunk), s',
         min=0.001,
         max=600.0,
     )
     chunk_timeout_s: float = param(
-        0.1, 'no raw chunk for this long stops the robot, s', min=0.001, max=600.0
+        0.25, 'no raw chunk for this long stops the robot, s', min=0.001, max=600.0
     )
     holdoff_s: float = param(
         0.5, 'a stop clears once everything is OK for this long, s', min=0.0, max=600.0
     )
 
     def validate(self) -> None:
+        if self.chunk_timeout_s <= self.chunk_hold_s:
+            raise ConfigError(
+                f'parameter safety.chunk_timeout_s ({self.chunk_timeout_s}) must exceed '
+                f'safety.chunk_hold_s ({self.chunk_hold_s}): the hold comes before the stop'
+            )
         if not all(n.strip().lstrip('/') for n in self.required_nodes):
             raise ConfigError(
                 f'parameter safety.required_nodes must be node names, got {self.required_nodes}'

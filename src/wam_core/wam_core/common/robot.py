@@ -57,6 +57,11 @@ class RobotDescription:
 
     joint_names: tuple[str, ...]
     limits: Mapping[str, JointLimit] = field(default_factory=dict)
+    prismatic: frozenset[str] = frozenset()  # joints in metres; the others are revolute
+
+    def change_tolerance(self, name: str) -> float:
+        """The smallest change of a command worth reporting: 1e-3 rad, or 1e-4 m."""
+        return 1e-4 if name in self.prismatic else 1e-3
 
     def __post_init__(self) -> None:
         if not self.joint_names or len(set(self.joint_names)) != len(self.joint_names):
@@ -102,4 +107,5 @@ _ARM_JOINTS = (
 TABLETOP_ARM = RobotDescription(
     joint_names=(*_ARM_JOINTS, 'gripper_joint'),
     limits={**dict.fromkeys(_ARM_JOINTS, _ARM), 'gripper_joint': _FINGER},
+    prismatic=frozenset({'gripper_joint'}),
 )

@@ -2,18 +2,22 @@
 
 A position-controlled arm lags its command; basing each 50 Hz chunk on the measured
 position would restart it from rest every period and the arm would crawl. The gate
-therefore starts each chunk from the last forwarded trajectory, evaluated the way the
-controller follows it, unless the robot has stopped following it.
+therefore starts each chunk from the last forwarded trajectory, sampled the way the
+controller follows it (``trajectory.Trajectory``), unless the robot has stopped
+following it. The action expert keeps one too, for what it published, so that its
+chunks start where the gate will evaluate them.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .trajectory import Trajectory
+
 
 class CommandTracker:
-    """The trajectory last forwarded to the robot, followed the way the controller does
-    (linear between points, holding the last): the gate's baseline for the next chunk.
+    """The trajectory last sent to the robot, followed as the controller does (linear
+    between points, or cubic with velocities; holding the last).
 
     ``baseline(t, measured)`` -> (position, velocity or None). It falls back to the
     measured position when nothing was sent, or when the command has drifted more than
@@ -22,30 +26,35 @@ class CommandTracker:
 
     def __init__(self, max_deviation: float = 0.15):
         self.max_deviation = max_deviation
-        self._times: np.ndarray | None = None
-        self._pos: np.ndarray | None = None
+        self.command: Trajectory | None = None
 
-    def record(self, start_s: float, times, positions) -> None:
-        self._times = start_s + np.asarray(times, dtype=np.float64)
-        self._pos = np.asarray(positions, dtype=np.float64).reshape(len(self._times), -1)
+    def record(self, start_s: float, times, positions, velocities=None) -> None:
+        t = np.asarray(times, dtype=np.float64)
+        p = np.asarray(positions, dtype=np.float64).reshape(len(t), -1)
+        v = None if velocities is None else np.asarray(velocities, dtype=np.float64)
+        origin = None
+        if self.command is not None and t[0] > 0 and self.command.positions.shape[1] == p.shape[1]:
+            # point 0 lies ahead (a braking hold): the robot runs there from the command
+            # this one replaces, as joint_trajectory_controller does
+            origin = (start_s, *self.command.sample(start_s))
+        self.command = Trajectory(start_s, t, p, v, origin)
 
     def reset(self) -> None:
-        self._times = self._pos = None
+        self.command = None
+
+    @property
+    def end(self) -> float | None:
+        """When the command runs out (its last point), or None."""
+        return None if self.command is None else self.command.end
 
     def baseline(self, t: float, measured: np.ndarray):
         measured = np.asarray(measured, dtype=np.float64)
-        if self._times is None or self._pos.shape[1] != measured.shape[0]:
+        cmd = self.command
+        if cmd is None or cmd.positions.shape[1] != measured.shape[0]:
             return measured, None
-        times, pos = self._times, self._pos
-        if t >= times[-1] or len(times) == 1:
-            p, v = pos[-1], np.zeros_like(measured)
-        elif t <= times[0]:
-            p, v = pos[0], np.zeros_like(measured)
-        else:
-            k = int(np.searchsorted(times, t, side='right'))
-            a = (t - times[k - 1]) / (times[k] - times[k - 1])
-            p = pos[k - 1] + a * (pos[k] - pos[k - 1])
-            v = (pos[k] - pos[k - 1]) / (times[k] - times[k - 1])
+        # before a one-point hold's point this is the point itself, at rest: the gate
+        # bases what follows a hold on where the hold ends
+        p, v = cmd.sample(t)
         if np.max(np.abs(p - measured)) > self.max_deviation:
             return measured, None
         return p, v

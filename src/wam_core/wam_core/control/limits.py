@@ -51,17 +51,73 @@ class GateResult:
     positions: np.ndarray  # [H, N] in configured joint order
     times: np.ndarray  # [H] time_from_start, s
     clamped_points: int  # points where any joint was changed
+    change: np.ndarray | None = None  # [H, N] |gated - asked|, configured order
+
+
+class GateActivity:
+    """How much the gate rewrites, per joint: the share of points changed by more than a
+    tolerance (1e-3 rad, 1e-4 m) and the size of the changes (p50/p99/max over the last
+    ``window`` points). A nominal run should leave the gate nearly idle; a clamp count with
+    a 1e-12 threshold says nothing about that."""
+
+    def __init__(self, joint_names: Sequence[str], tolerances: Sequence[float], window=20000):
+        self.joint_names = list(joint_names)
+        self.tolerances = np.asarray(tolerances, dtype=np.float64)
+        self.points = 0
+        self.changed = np.zeros(len(self.joint_names), dtype=np.int64)
+        self._window = window
+        self._changes: list[np.ndarray] = []
+        self._kept = 0
+
+    def add(self, change: np.ndarray) -> None:
+        c = np.abs(np.asarray(change, dtype=np.float64))
+        self.points += len(c)
+        self.changed += np.sum(c > self.tolerances, axis=0)
+        self._changes.append(c)
+        self._kept += len(c)
+        while self._kept - len(self._changes[0]) >= self._window:
+            self._kept -= len(self._changes.pop(0))
+
+    def changed_share(self) -> dict[str, float]:
+        n = max(self.points, 1)
+        return {j: float(c) / n for j, c in zip(self.joint_names, self.changed, strict=True)}
+
+    def overall_share(self) -> float:
+        """Share of (point, joint) pairs changed by more than their tolerance."""
+        return float(np.sum(self.changed)) / max(self.points * len(self.joint_names), 1)
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """Per joint: share changed, and p50/p99/max of the change (rad or m)."""
+        all_c = np.concatenate(self._changes) if self._changes else np.zeros((0, 1))
+        share = self.changed_share()
+        out = {}
+        for i, j in enumerate(self.joint_names):
+            col = all_c[:, i] if len(all_c) else np.zeros(1)
+            p50, p99 = np.percentile(col, [50, 99])
+            out[j] = {
+                'changed_share': share[j],
+                'p50': float(p50),
+                'p99': float(p99),
+                'max': float(np.max(col)),
+            }
+        return out
 
 
 class ClampGate:
     def __init__(
-        self, joint_names: Sequence[str], limits: Mapping[str, JointLimit], period_s: float
+        self,
+        joint_names: Sequence[str],
+        limits: Mapping[str, JointLimit],
+        period_s: float,
+        scale: float = 1.0,
     ):
+        """``scale`` < 1 shrinks the velocity and acceleration limits: the action expert
+        bounds its chunks a little inside the gate's, so the gate has nothing to do."""
         self.joint_names = list(joint_names)
         self.lower = np.array([limits[n].lower for n in joint_names])
         self.upper = np.array([limits[n].upper for n in joint_names])
-        self.vmax = np.array([limits[n].velocity for n in joint_names])
-        self.amax = np.array([limits[n].acceleration for n in joint_names])
+        self.vmax = scale * np.array([limits[n].velocity for n in joint_names])
+        self.amax = scale * np.array([limits[n].acceleration for n in joint_names])
         self.period_s = period_s
         self.chunks = 0
         self.clamped_points = 0
@@ -150,7 +206,7 @@ class ClampGate:
             prev = out[k]
         self.chunks += 1
         self.clamped_points += clamped
-        return GateResult(out, t.copy(), clamped)
+        return GateResult(out, t.copy(), clamped, np.abs(out - p))
 
 
 def check_trajectory(

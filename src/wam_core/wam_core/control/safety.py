@@ -6,12 +6,13 @@ versions from the experts' typed statuses, raw-chunk arrivals and a watchdog tim
 and acts on its decisions (latch /safety/stop, send a hold, refuse chunks).
 
 Starts stopped, until every required node has been OK for the hold-off.
-A gap in the raw chunks longer than ``chunk_hold_s`` asks for one hold at once (the
-robot stops following a chunk nobody renews); the stop comes only if the gap reaches
-``chunk_timeout_s``. Stops on: an ERROR or STALE status from a required node; a
-required node silent for longer than ``silence_timeout_s``; no raw chunk for
-``chunk_timeout_s`` (once chunks have started); a world-expert model version other
-than the one the action expert accepts. Clears after everything is OK for
+A gap asks for one (braking) hold at once: the last forwarded chunk's horizon running
+out, or no raw chunk for ``chunk_hold_s`` (above the action expert's open-loop budget:
+it is silent on purpose while the robot executes its last valid chunk). The stop comes
+only if the silence reaches ``chunk_timeout_s``. Stops on: an ERROR or STALE status
+from a required node; a required node silent for longer than ``silence_timeout_s``;
+no raw chunk for ``chunk_timeout_s`` (once chunks have started); a world-expert model
+version other than the one the action expert accepts. Clears after everything is OK for
 ``holdoff_s``, or by ``reset`` when everything is OK right now.
 """
 
@@ -33,6 +34,7 @@ class SafetyMonitor:
         self.last_seen: dict[str, float] = {}
         self.started = now
         self.last_chunk: float | None = None
+        self.horizon_end: float | None = None  # when the last forwarded chunk runs out
         self._gap_held: float | None = None  # last_chunk of the gap already held
         self.gap_holds = 0
         self.world_version = ''
@@ -68,12 +70,18 @@ class SafetyMonitor:
     def on_chunk(self, now: float) -> None:
         self.last_chunk = now
 
+    def on_forwarded(self, horizon_end: float) -> None:
+        """A chunk went to the robot; it runs out at ``horizon_end`` (this clock)."""
+        self.horizon_end = horizon_end
+
     # decisions ---------------------------------------------------------------
     def gap_hold_due(self, now: float) -> bool:
-        """True once per gap in the raw chunks longer than ``chunk_hold_s`` while running."""
+        """True once per gap while running: no raw chunk for longer than ``chunk_hold_s``, or
+        the last forwarded chunk's horizon ran out."""
         if self.stopped or self.last_chunk is None or self._gap_held == self.last_chunk:
             return False
-        if now - self.last_chunk <= self.cfg.chunk_hold_s:
+        ran_out = self.horizon_end is not None and now >= self.horizon_end
+        if now - self.last_chunk <= self.cfg.chunk_hold_s and not ran_out:
             return False
         self._gap_held = self.last_chunk
         self.gap_holds += 1

@@ -3,13 +3,17 @@
 Per tick: read the newest usable representation (version, TTL, seqlock), reuse
 its prepared scene state (the object positions the action expert reads off it) if
 it is the one already prepared, decode a chunk from
-the latest joint state and subtask vector. When nothing usable is there, the tick
-degrades to a *hold* at the current joint positions and says why. Never waits for
-the world expert; buffers are allocated once.
+the latest joint state and subtask vector. When nothing usable is there, the tick is
+*degraded* and says why; no chunk is ever computed from an unusable representation
+(what the robot does then is ``chunk_stream``'s hold_last_action). Never waits for
+the world expert; buffers are allocated once. Inputs arrive on the executor's threads
+and the tick runs on its own: the joint state is swapped under a lock, so a tick never
+reads half of one state and half of the next.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -36,8 +40,8 @@ class Descriptor:
 
 @dataclass
 class TickResult:
-    kind: str  # 'chunk' | 'hold' | 'skip'
-    positions: np.ndarray | None  # [H, N] for a chunk, [1, N] for a hold
+    kind: str  # 'chunk' | 'degraded'
+    positions: np.ndarray | None  # [H, N] for a chunk, None when degraded
     reason: str = ''
     repr_key: str = ''
     repr_age_ms: float = float('nan')
@@ -65,6 +69,9 @@ class ActionTicker:
         self._joint = torch.zeros(1, num_joints, dtype=dtype)
         self._subtask = torch.zeros(1, subtask_dim, dtype=dtype)
         self._joint_np: np.ndarray | None = None
+        self._pending_joint: np.ndarray | None = None
+        self._pending_subtask: torch.Tensor | None = None
+        self._input_lock = threading.Lock()
         self._descriptor: Descriptor | None = None
         self._scene = None
         self._scene_key = ''
@@ -77,20 +84,45 @@ class ActionTicker:
     @property
     def joint_positions(self) -> np.ndarray | None:
         """The latest valid joint state (configured order), or None before the first."""
-        return None if self._joint_np is None else self._joint_np.copy()
+        with self._input_lock:
+            latest = self._pending_joint if self._pending_joint is not None else self._joint_np
+        return None if latest is None else latest.copy()
 
     def set_joint_state(self, positions: np.ndarray) -> None:
-        self._joint_np = np.array(positions, dtype=np.float32)
-        self._joint[0].copy_(torch.from_numpy(self._joint_np))
+        state = np.array(positions, dtype=np.float32)
+        with self._input_lock:
+            self._pending_joint = state
+
+    def _take_inputs(self) -> None:
+        with self._input_lock:
+            state, self._pending_joint = self._pending_joint, None
+            subtask, self._pending_subtask = self._pending_subtask, None
+        if subtask is not None:
+            self._subtask[0].copy_(subtask)
+        if state is not None:
+            self._joint_np = state
+            self._joint[0].copy_(torch.from_numpy(state))
 
     def set_subtask(self, vector: np.ndarray) -> None:
         v = torch.as_tensor(np.asarray(vector, dtype=np.float32))
         if v.shape != self._subtask.shape[1:] or not torch.isfinite(v).all():
             raise ValueError(f'subtask vector must be {self._subtask.shape[1]} finite values')
-        self._subtask[0].copy_(v)
+        with self._input_lock:
+            self._pending_subtask = v.clone()
 
     def set_descriptor(self, d: Descriptor) -> None:
         self._descriptor = d
+
+    def discard(self, reason: str) -> None:
+        """The last tick's chunk could not be used after all (e.g. no feasible motion):
+        it counts as a degraded tick, not a chunk."""
+        self.chunks -= 1
+        self.degraded[reason] = self.degraded.get(reason, 0) + 1
+
+    @property
+    def joint_state_used(self) -> np.ndarray | None:
+        """The joint state the last tick decoded from (configured order)."""
+        return self._joint_np
 
     @property
     def degraded_ticks(self) -> int:
@@ -98,9 +130,7 @@ class ActionTicker:
 
     def _degrade(self, reason: str, stages) -> TickResult:
         self.degraded[reason] = self.degraded.get(reason, 0) + 1
-        if self._joint_np is None:
-            return TickResult('skip', None, reason, stages=stages)
-        return TickResult('hold', self._joint_np.reshape(1, -1).copy(), reason, stages=stages)
+        return TickResult('degraded', None, reason, stages=stages)
 
     # the tick --------------------------------------------------------------
     @torch.inference_mode()
@@ -108,6 +138,7 @@ class ActionTicker:
         self.ticks += 1
         t0 = time.perf_counter()
         stages: dict[str, float] = {}
+        self._take_inputs()
         if self._joint_np is None:
             return self._degrade('no_joint_state', stages)
         d = self._descriptor
@@ -119,6 +150,15 @@ class ActionTicker:
             if d is not None
             else self.cache.latest(self.version)
         )
+        if not res.ok and d is not None:
+            # The descriptor is late or points into a ring the writer restarted: the newest
+            # entry of the cache itself, under the same version, TTL and seqlock rules, so a
+            # restarted world expert serves before DDS has matched its descriptor topic.
+            first = res
+            newest = self.cache.latest(self.version)
+            if newest.ok:  # one read served this tick: count it once, as the hit
+                self.cache.stats.refused[first.reason] -= 1
+                res = newest
         t1 = time.perf_counter()
         stages['cache_read'] = (t1 - t0) * 1e3
         if not res.ok:
