@@ -161,6 +161,7 @@ class ActionExpertNode(LifecycleNode):
         self.diagnostics.start()
         self._diag_timer = self.create_timer(self.diagnostics.TIMER_S, self._diagnostics_due)
         self.ready = True
+        res = super().on_activate(state)  # activates the publisher: then the first tick
         self._tick_clock.start()
         if self._tick_clock.realtime_error:
             self.get_logger().warning(
@@ -171,8 +172,8 @@ class ActionExpertNode(LifecycleNode):
             f'ready: warm-up {self.cfg.warmup_requests} passes in '
             f'{(time.perf_counter() - t0) * 1e3:.0f} ms; ticking every '
             f'{self.cfg.control.period_s * 1e3:.1f} ms'
+            + (f' at SCHED_FIFO {self.cfg.realtime_priority}' if self._tick_clock.realtime else '')
         )
-        res = super().on_activate(state)
         self.diagnostics.publish()  # at once: after a restart the harness waits on it
         return res
 
@@ -187,7 +188,8 @@ class ActionExpertNode(LifecycleNode):
 
     def _stop_clock(self) -> None:
         if self._tick_clock is not None:
-            self._tick_clock.stop()
+            if not self._tick_clock.stop():
+                self.get_logger().error('the tick did not finish within 2 s of the stop')
             self._tick_clock = None
 
     def on_cleanup(self, state: State) -> TransitionCallbackReturn:
@@ -302,7 +304,10 @@ class ActionExpertNode(LifecycleNode):
         p99 = self.serving.summary()['p99']
         if math.isfinite(p99):
             period_ms = self.cfg.control.period_s * 1e3
-            self.lead = max(1, math.ceil((p99 + self.cfg.motion.lead_margin_ms) / period_ms))
+            wanted = max(1, math.ceil((p99 + self.cfg.motion.lead_margin_ms) / period_ms))
+            # down by at most one period at a time: the next chunk's stamp is then never
+            # before the previous chunk's, which would hand the robot back an older plan
+            self.lead = max(wanted, self.lead - 1)
 
     def _diagnostics_due(self) -> None:
         # On the executor's thread, not the tick's: building the status (percentiles,

@@ -4,8 +4,8 @@
   /arm_controller/joint_trajectory. Wrong joints or any NaN/inf rejects a chunk whole.
   A safety net, not a smoother: the action expert's chunks are feasible by construction,
   and how much the gate still changes is reported as magnitudes per joint
-  (``GateActivity``). Velocities pass through unless the gate changed a point; then they
-  are recomputed from what it forwards.
+  (``GateActivity``). Velocities are computed from the positions it forwards (never the
+  sender's as they are).
 - Safety stop: wam_core.control.safety.SafetyMonitor fed by /diagnostics levels, the
   experts' model versions (their typed statuses), raw-chunk arrivals, the forwarded
   chunks' horizons and a 100 Hz watchdog. A stop latches /safety/stop = true (transient
@@ -185,12 +185,12 @@ class SafetyGate:
             base, vel = self.tracker.baseline(start_s, self.current)
             asked = convert.trajectory_positions(msg)
             res = self.clamp.apply(msg.joint_names, asked, times, base, vel)
-            velocities = convert.trajectory_velocities(msg)
-            if velocities is not None:
-                order = [list(msg.joint_names).index(j) for j in self.joint_names]
-                velocities = velocities[:, order]
-            if velocities is not None and np.max(res.change) > 1e-9:
-                # the gate moved a point: the velocities must describe what it forwards
+            velocities = None
+            if convert.trajectory_velocities(msg) is not None:
+                # The sender's velocities are never forwarded as they are (a NaN, a moving
+                # last point or velocities at odds with the positions would reach the
+                # controller): the gate computes them from what it forwards, as the action
+                # expert does, so for a chunk it did not change they come out the same.
                 first = vel if vel is not None else np.zeros(len(self.joint_names))
                 velocities = point_velocities(res.times, res.positions, first)
             self.tracker.record(start_s, times, res.positions, velocities)

@@ -104,7 +104,7 @@ class Monitor(Node):
             msg.joint_names,
             convert.conformance_points(msg),
             convert.stamp_to_ns(msg.header.stamp),
-            time.time_ns(),
+            time.time_ns(),  # when this process got it: a stalled monitor makes it late
         )
         self.conformance.add(bad)
         if bad:

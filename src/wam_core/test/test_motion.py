@@ -86,6 +86,15 @@ def test_tracker_samples_the_forwarded_command_and_falls_back_to_measured():
     assert v is None and np.allclose(p, [0.5, 0])
 
 
+def test_tracker_follows_the_running_command_until_the_next_ones_stamp():
+    tr = CommandTracker()
+    tr.record(0.0, [0.0, 1.0], [[0.0], [1.0]], [[1.0], [1.0]])
+    tr.record(0.5, [0.0, 1.0], [[5.0], [5.0]], [[0.0], [0.0]])  # stamped ahead, sent at 0.4
+    p, v = tr.baseline(0.45, np.array([0.45]))
+    assert np.allclose(p, 0.45) and np.allclose(v, 1.0)  # still the first command
+    assert np.allclose(tr.baseline(0.6, np.array([5.0]))[0], 5.0)
+
+
 # ------------------------------------------------------------------------ chunk stream
 def _ramp(q0, speed, n=16):
     """A model chunk moving every joint at ``speed`` (rad/s), row k at k periods."""
@@ -149,6 +158,18 @@ def test_hold_last_action_runs_open_loop_within_the_budget_then_brakes():
     again = stream.degraded(7 * DT, 1, q)
     assert np.allclose(again.positions, hold.positions)
     assert again.end == pytest.approx(hold.end)
+
+
+def test_a_clamped_chunk_still_ends_at_rest_within_the_limits():
+    stream = ChunkStream(NAMES, LIMITS, DT)
+    q = np.array([0.0, -0.6, 1.2, -0.6, 0.0, 0.0, 0.02])
+    traj = stream.chunk(_ramp(q, np.full(7, 5.0)), 0.0, 1, q)  # far above the velocity limit
+    seg = np.diff(traj.positions, axis=0) / DT
+    assert np.all(np.abs(seg) <= stream.bound.vmax + 1e-9)
+    assert np.all(np.abs(np.diff(seg, axis=0)) <= stream.bound.amax * DT + 1e-9)
+    assert np.allclose(seg[-1], 0.0) and np.allclose(traj.velocities[-1], 0.0)
+    with pytest.raises(ValueError):
+        stream.chunk(np.zeros((2, 7)), 0.0, 1, q)
 
 
 def test_blend_weights():

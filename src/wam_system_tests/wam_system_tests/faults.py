@@ -32,6 +32,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -52,7 +53,7 @@ from wam_interfaces.action import ExecuteTask
 from wam_interfaces.msg import RepresentationDescriptor
 from wam_util import convert, qos
 
-from .report import record_conformance, update_report_part
+from .report import read_report, record_conformance, update_report_part
 
 HOLD_TARGET_MS = 70.0  # TTL (50 ms) + one control period (20 ms)
 RECOVERY_TARGET_S = 2.0
@@ -80,6 +81,7 @@ class FaultResult:
             and self.conformance == 0
             and self.hold_ms is not None
             and self.hold_ms <= HOLD_TARGET_MS
+            and self.brake_ms is not None  # the robot did brake or stop
             and self.recovery_s is not None
             and (needs_reset or self.recovery_s <= RECOVERY_TARGET_S)
         )
@@ -166,7 +168,11 @@ class Recorder:
         self.unsafe += int(bool(bad))
         stamp_ns = convert.stamp_to_ns(msg.header.stamp)
         problems = violations(
-            self.rules, msg.joint_names, convert.conformance_points(msg), stamp_ns, time.time_ns()
+            self.rules,
+            msg.joint_names,
+            convert.conformance_points(msg),
+            stamp_ns,
+            time.time_ns(),  # this process must keep spinning (no long calls in the drills)
         )
         self.conformance.add(problems)
         self.conformance_all.add(problems)
@@ -189,7 +195,10 @@ class Recorder:
         applies = [
             (stamp * 1e-9 - self.wall_minus_monotonic, t, n) for t, n, stamp in self.forwarded
         ]
-        full = [(a, t) for a, t, n in applies if n > 1 and a - self.period_ns * 1e-9 < until]
+        # chunks ticked before the fault cleared (a 1 ms margin: the first chunk of a
+        # restarted expert is the clearing event itself, on the same stamp)
+        tick = self.period_ns * 1e-9
+        full = [(a, t) for a, t, n in applies if n > 1 and a - tick < until - 1e-3]
         last_full = max([a for a, _ in full], default=t_fault)
         last_arrival = max([t for a, t in full if a == last_full], default=t_fault)
         holds = [t for _, t, n in applies if t >= last_arrival and n == 1]
@@ -269,8 +278,19 @@ def _kill_and_restart(stack, rec: Recorder, role: str, events: list) -> tuple:
     stack.spin_for(1.0)
     dead.wait(timeout=10)
     stack.start_child(role)
+    t_restart = time.monotonic()
     n = len(events)
     t_clear = events[n] if _wait(stack, lambda: len(events) > n, 60.0) is not None else None
+    # This process may match a restarted publisher later than the stack does: a full chunk
+    # forwarded after the restart also marks the fault cleared (its tick, from its stamp).
+    period = rec.period_ns * 1e-9
+    after = [
+        stamp * 1e-9 - rec.wall_minus_monotonic - period
+        for t, k, stamp in rec.forwarded
+        if k > 1 and t >= t_restart
+    ]
+    if after and (t_clear is None or after[0] < t_clear):
+        t_clear = after[0]
     _chunk_after(stack, rec, t_clear)
     return t_fault, t_clear
 
@@ -314,10 +334,21 @@ def fault_version_mismatch(stack, rec: Recorder) -> FaultResult:
     tmp = tempfile.mkdtemp(prefix='wam_other_world_')
     try:
         other = os.path.join(tmp, 'world_expert')
-        shutil.copytree(src, other)
-        man = read_manifest(src)
-        os.remove(os.path.join(other, 'manifest.json'))
-        write_manifest(other, man.name, man.version + '-other', dict(man.extra))
+
+        def other_version() -> None:
+            shutil.copytree(src, other)
+            man = read_manifest(src)
+            os.remove(os.path.join(other, 'manifest.json'))
+            write_manifest(other, man.name, man.version + '-other', dict(man.extra))
+
+        # Copying and hashing the weights takes about a second: off this thread, so the
+        # recorder keeps taking trajectories as they arrive (a stalled recorder would
+        # see them late and count them as ending in the past).
+        worker = threading.Thread(target=other_version, name='other_version')
+        worker.start()
+        while worker.is_alive():
+            stack.spin_for(0.05)
+        worker.join()
         stack.kill_child('world', signal.SIGINT)
         stack.spin_for(0.2)
         stack.start_child('world', override('world_expert', 'model_dir', other))
@@ -348,7 +379,10 @@ def fault_version_mismatch(stack, rec: Recorder) -> FaultResult:
 
 def _reset_harness(stack) -> None:
     cli = stack.monitor.create_client(Trigger, '/harness/reset')
-    if cli.wait_for_service(timeout_sec=5.0):
+    # wait while spinning: a blocking wait_for_service would stall the recorder (trajectories
+    # taken a second late look as if they ended in the past)
+    stack.spin_for(5.0, until=cli.service_is_ready)
+    if cli.service_is_ready():
         for _ in range(20):  # the reset is refused until everything reports OK again
             fut = cli.call_async(Trigger.Request())
             stack.spin_for(2.0, until=fut.done)
@@ -718,7 +752,10 @@ def main(argv=None) -> int:
     summary = out['summary']
     for figures in summary.values():
         figures['leaks'] = leaks
-    update_report_part('reliability', 'faults', summary)
+    # each fault's figures are from its latest run: --only reruns keep the others'
+    previous = read_report().get('reliability', {}).get('faults', {})
+    kept = {k: v for k, v in previous.items() if k not in summary and 'runs' in v}
+    update_report_part('reliability', 'faults', {**kept, **summary})
     record_conformance('faults', out['conformance_checked'], out['conformance_violations'])
     timeline = os.path.join(workspace_root(), 'bench', 'faults_timeline.json')
     with open(timeline, 'w', encoding='utf-8') as fh:

@@ -25,6 +25,21 @@ def test_every_field_becomes_a_labelled_value_in_field_order():
     assert labels.index('ticks') < labels.index('chunk rate Hz') < labels.index('degraded: miss')
 
 
+def test_gate_activity_becomes_values_per_joint():
+    from wam_interfaces.msg import GateJointActivity, SafetyGateStatus
+
+    msg = SafetyGateStatus(
+        changed_share=0.01,
+        gate_activity=[
+            GateJointActivity(joint='arm_joint_2', changed_share=0.02, change_p99=0.004),
+        ],
+    )
+    values = dict(key_values(msg))
+    assert values['changed share'] == 0.01
+    assert values['arm_joint_2 changed share'] == 0.02
+    assert values['arm_joint_2 change p99'] == 0.004 and values['arm_joint_2 change max'] == 0.0
+
+
 def test_status_parts_round_trip():
     assert convert.counts_of(convert.reason_counts({'b': 2, 'a': 1})) == {'a': 1, 'b': 2}
     empty = convert.latency_stats('x', {'p50': math.nan, 'p99': math.nan, 'max': math.nan, 'n': 0})

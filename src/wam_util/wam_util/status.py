@@ -27,7 +27,9 @@ def _label(field: str) -> str:
 def key_values(msg) -> list[tuple[str, object]]:
     """Every field of a status message as (human-readable label, value), in field order:
     a ReasonCount[] field gives one 'field: reason' entry per reason, a LatencyStats[]
-    field 'stage p50 ms', 'stage p99 ms' and 'stage max ms' per stage."""
+    field 'stage p50 ms', 'stage p99 ms' and 'stage max ms' per stage, a
+    GateJointActivity[] field 'joint changed share', 'joint change p99' and 'joint change
+    max' per joint."""
     out: list[tuple[str, object]] = []
     for field, kind in msg.get_fields_and_field_types().items():
         if field in _SKIP:
@@ -41,6 +43,13 @@ def key_values(msg) -> list[tuple[str, object]]:
                     (f'{s.stage} p50 ms', s.p50_ms),
                     (f'{s.stage} p99 ms', s.p99_ms),
                     (f'{s.stage} max ms', s.max_ms),
+                ]
+        elif kind.endswith('/GateJointActivity>'):
+            for a in value:
+                out += [
+                    (f'{a.joint} changed share', a.changed_share),
+                    (f'{a.joint} change p99', a.change_p99),
+                    (f'{a.joint} change max', a.change_max),
                 ]
         else:
             out.append((_label(field), value))

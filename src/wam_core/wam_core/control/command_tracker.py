@@ -27,20 +27,33 @@ class CommandTracker:
     def __init__(self, max_deviation: float = 0.15):
         self.max_deviation = max_deviation
         self.command: Trajectory | None = None
+        # the command the newest one replaces: it still runs until the newest one's stamp
+        # (chunks are stamped ahead of when they are sent)
+        self.previous: Trajectory | None = None
 
     def record(self, start_s: float, times, positions, velocities=None) -> None:
         t = np.asarray(times, dtype=np.float64)
         p = np.asarray(positions, dtype=np.float64).reshape(len(t), -1)
         v = None if velocities is None else np.asarray(velocities, dtype=np.float64)
         origin = None
-        if self.command is not None and t[0] > 0 and self.command.positions.shape[1] == p.shape[1]:
+        if self.command is not None and self.command.positions.shape[1] != p.shape[1]:
+            self.command = None
+        if self.command is not None and t[0] > 0:
             # point 0 lies ahead (a braking hold): the robot runs there from the command
             # this one replaces, as joint_trajectory_controller does
-            origin = (start_s, *self.command.sample(start_s))
+            origin = (start_s, *self.sample(start_s))
+        self.previous = self.command
         self.command = Trajectory(start_s, t, p, v, origin)
 
+    def sample(self, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """The commanded (position, velocity) at t: the previous command before the newest
+        one's stamp, the newest from then on."""
+        if self.previous is not None and t < self.command.start:
+            return self.previous.sample(t)
+        return self.command.sample(t)
+
     def reset(self) -> None:
-        self.command = None
+        self.command = self.previous = None
 
     @property
     def end(self) -> float | None:
@@ -52,9 +65,7 @@ class CommandTracker:
         cmd = self.command
         if cmd is None or cmd.positions.shape[1] != measured.shape[0]:
             return measured, None
-        # before a one-point hold's point this is the point itself, at rest: the gate
-        # bases what follows a hold on where the hold ends
-        p, v = cmd.sample(t)
+        p, v = self.sample(t)
         if np.max(np.abs(p - measured)) > self.max_deviation:
             return measured, None
         return p, v

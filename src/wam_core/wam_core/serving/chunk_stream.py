@@ -74,6 +74,8 @@ class ChunkStream:
         """A valid chunk [H, N] computed at tick_s (s, the clock of the stamps) ->
         the trajectory to publish. Raises ChunkRejected if it cannot be made feasible."""
         raw = np.asarray(raw, dtype=np.float64)
+        if raw.ndim != 2 or len(raw) < 3:
+            raise ValueError(f'a chunk needs at least 3 rows, got shape {raw.shape}')
         lead = min(max(1, lead), len(raw) - 2)
         stamp = tick_s + lead * self.period_s
         rows = raw[lead:]
@@ -83,10 +85,14 @@ class ChunkStream:
             w = blend_weights(len(rows), self.blend_points)[:, None]
             old = np.array([cmd.sample(stamp + j * self.period_s)[0] for j in range(len(rows))])
             rows = (1.0 - w) * old + w * rows
-        end_v = (rows[-1] - rows[-2]) / self.period_s
-        rows = np.vstack([rows, braking_tail(rows[-1], end_v, self.bound.amax, self.period_s)])
         times = self.period_s * np.arange(len(rows))
         pos = self.bound.apply(self.joint_names, rows, times, base, vel).positions
+        # the braking tail continues what was bounded (at the bound's acceleration, and the
+        # bound's braking rule keeps room to stop inside the position limits)
+        end_v = (pos[-1] - pos[-2]) / self.period_s
+        tail = braking_tail(pos[-1], end_v, self.bound.amax, self.period_s)
+        pos = np.vstack([pos, np.clip(tail, self.bound.lower, self.bound.upper)])
+        times = self.period_s * np.arange(len(pos))
         first = vel if vel is not None else np.zeros(len(self.joint_names))
         traj = Trajectory(stamp, times, pos, point_velocities(times, pos, first))
         self.tracker.record(stamp, times, pos, traj.velocities)

@@ -62,11 +62,16 @@ class DeadlineTimer:
         self._thread.start()
         self._started.wait(1.0)  # the scheduling outcome is known when start() returns
 
-    def stop(self, timeout: float = 1.0) -> None:
+    def stop(self, timeout: float = 2.0) -> bool:
+        """Stop and wait for a tick in progress; False if it did not end within timeout."""
         self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+            if thread.is_alive():
+                return False
         self._thread = None
+        return True
 
     def _set_priority(self) -> None:
         if self.priority <= 0:
