@@ -37,7 +37,7 @@ from wam_core.control.command_tracker import CommandTracker
 from wam_core.control.joint_state import JointStateError, JointStateMapper
 from wam_core.control.limits import ChunkRejected, ClampGate, GateActivity
 from wam_core.control.safety import SafetyMonitor
-from wam_core.control.trajectory import braking_point, point_velocities
+from wam_core.control.trajectory import Trajectory, braking_point, point_velocities
 from wam_core.serving.latency import LatencyWindow, RateMeter
 from wam_interfaces.msg import (
     ActionExpertStatus,
@@ -125,12 +125,9 @@ class SafetyGate:
             v = np.zeros_like(base) if vel is None else vel
             point, duration = braking_point(base, v, self.clamp.amax, self.period_s)
             point = np.clip(point, self.clamp.lower, self.clamp.upper).reshape(1, -1)
-            zero = np.zeros_like(point)
-            msg = convert.joint_trajectory(self.joint_names, point, 0, 0.0)  # 0: "now"
-            msg.points[0].time_from_start = convert.duration(duration)
-            msg.points[0].velocities = zero[0].tolist()
-            self._out.publish(msg)
-            self.tracker.record(now_s, [duration], point, zero)
+            hold = Trajectory(0.0, np.array([duration]), point, np.zeros_like(point))
+            self._out.publish(convert.timed_trajectory(self.joint_names, hold))  # 0: "now"
+            self.tracker.record(now_s, hold.times, point, hold.velocities)
 
     # inputs ---------------------------------------------------------------------------
     def _reject_input(self, what: str, exc: Exception) -> None:

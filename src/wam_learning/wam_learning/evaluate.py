@@ -64,12 +64,9 @@ def motion_figures(log: MotionLog, activity: GateActivity) -> dict:
     """One episode's smoothness and gate figures: jerk RMS/max (arm joints, rad/s^3), the
     velocity jumps at chunk boundaries (rad/s, max over the arm joints), and the share of
     commands the gate changed by more than the tolerance with its largest change."""
-    jerk = log.jerk()
     summary = activity.summary()
     return {
-        'jerk_rms': float(np.sqrt(np.mean(jerk**2))) if jerk.size else None,
-        'jerk_max': float(np.max(jerk)) if jerk.size else None,
-        'boundary_jumps': [round(j, 5) for j in log.boundary_jumps],
+        **log.figures(),
         'gate_changed_share': activity.overall_share(),
         'gate_change_max': max((a['max'] for a in summary.values()), default=0.0),
         'gate_points': activity.points,

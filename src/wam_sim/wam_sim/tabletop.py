@@ -161,6 +161,15 @@ class MotionLog:
             return np.zeros((0, 6))
         return np.abs(np.diff(p[:, :6], n=3, axis=0)) / self.sample_s**3
 
+    def figures(self) -> dict:
+        """jerk_rms and jerk_max (rad/s^3, None before 4 samples) and the boundary jumps."""
+        jerk = self.jerk()
+        return {
+            'jerk_rms': float(np.sqrt(np.mean(jerk**2))) if jerk.size else None,
+            'jerk_max': float(np.max(jerk)) if jerk.size else None,
+            'boundary_jumps': [round(j, 5) for j in self.boundary_jumps],
+        }
+
 
 class TabletopSim:
     def __init__(self, seed: int = 0, image_size: int = 128, render: bool = True):

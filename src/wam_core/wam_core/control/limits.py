@@ -27,6 +27,7 @@ outside its limits) rejects the chunk: the robot then finishes the last safe chu
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -66,7 +67,7 @@ class GateActivity:
         self.points = 0
         self.changed = np.zeros(len(self.joint_names), dtype=np.int64)
         self._window = window
-        self._changes: list[np.ndarray] = []
+        self._changes: deque[np.ndarray] = deque()
         self._kept = 0
 
     def add(self, change: np.ndarray) -> None:
@@ -76,7 +77,7 @@ class GateActivity:
         self._changes.append(c)
         self._kept += len(c)
         while self._kept - len(self._changes[0]) >= self._window:
-            self._kept -= len(self._changes.pop(0))
+            self._kept -= len(self._changes.popleft())
 
     def changed_share(self) -> dict[str, float]:
         n = max(self.points, 1)
