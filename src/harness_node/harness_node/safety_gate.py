@@ -178,6 +178,18 @@ class SafetyGate:
             # The baseline is the command being followed, not the measured state: measured
             # velocity at a joint limit is contact noise and would reject every chunk.
             stamp_ns = convert.stamp_to_ns(msg.header.stamp)
+            late_ns = time.time_ns() - int(self.period_s * 1e9)
+            if stamp_ns and times and stamp_ns + int(times[-1] * 1e9) < late_ns:
+                # it reached the gate more than a period after its last point (a busy
+                # executor): the controller would reject it as ending in the past, and it
+                # is stale anyway
+                self.clamp.rejected['ends_in_past'] = (
+                    self.clamp.rejected.get('ends_in_past', 0) + 1
+                )
+                self.node.get_logger().warning(
+                    'rejected chunk: it ended before it arrived', throttle_duration_sec=1.0
+                )
+                return
             start_s = (stamp_ns or time.time_ns()) * 1e-9  # 0 means "now", as for the controller
             base, vel = self.tracker.baseline(start_s, self.current)
             asked = convert.trajectory_positions(msg)
