@@ -36,7 +36,7 @@ from wam_core.common.status import ERROR, OK
 from wam_core.control.command_tracker import CommandTracker
 from wam_core.control.joint_state import JointStateError, JointStateMapper
 from wam_core.control.limits import ChunkRejected, ClampGate, GateActivity
-from wam_core.control.safety import SafetyMonitor
+from wam_core.control.safety import SafetyMonitor, late_chunk
 from wam_core.control.trajectory import Trajectory, braking_point, point_velocities
 from wam_core.serving.latency import LatencyWindow, RateMeter
 from wam_interfaces.msg import (
@@ -178,16 +178,19 @@ class SafetyGate:
             # The baseline is the command being followed, not the measured state: measured
             # velocity at a joint limit is contact noise and would reject every chunk.
             stamp_ns = convert.stamp_to_ns(msg.header.stamp)
-            late_ns = time.time_ns() - int(self.period_s * 1e9)
-            if stamp_ns and times and stamp_ns + int(times[-1] * 1e9) < late_ns:
-                # it reached the gate more than a period after its last point (a busy
-                # executor): the controller would reject it as ending in the past, and it
-                # is stale anyway
-                self.clamp.rejected['ends_in_past'] = (
-                    self.clamp.rejected.get('ends_in_past', 0) + 1
-                )
+            late = late_chunk(
+                stamp_ns,
+                times[-1] if times else 0.0,
+                time.time_ns(),
+                max_late_s=self.monitor.cfg.chunk_hold_s,
+                min_ahead_s=2 * self.period_s,
+            )
+            if late is not None:
+                # a busy executor delivered it late: stale, and the controller could
+                # reject it as ending in the past; the horizon rule holds the robot
+                self.clamp.rejected['late'] = self.clamp.rejected.get('late', 0) + 1
                 self.node.get_logger().warning(
-                    'rejected chunk: it ended before it arrived', throttle_duration_sec=1.0
+                    f'rejected chunk: late ({late})', throttle_duration_sec=1.0
                 )
                 return
             start_s = (stamp_ns or time.time_ns()) * 1e-9  # 0 means "now", as for the controller

@@ -1,6 +1,6 @@
 from wam_core.common.config import SafetyConfig
 from wam_core.common.status import ERROR, OK, STALE, WARN
-from wam_core.control.safety import SafetyMonitor, node_of
+from wam_core.control.safety import SafetyMonitor, late_chunk, node_of
 
 CFG = SafetyConfig(
     required_nodes=['world_expert', 'action_expert'],
@@ -24,6 +24,19 @@ def _ok(m, now):
     m.on_status('action_expert: action expert', OK, 'serving', now)
     m.on_versions(now, world='v1', accepted='v1')
     m.on_chunk(now)
+
+
+def test_late_chunk():
+    ms = 1_000_000
+    stamp = 10_000 * ms
+    fresh = dict(last_point_s=0.3, max_late_s=0.15, min_ahead_s=0.04)
+    assert late_chunk(stamp, now_ns=stamp - 40 * ms, **fresh) is None  # stamped ahead
+    assert late_chunk(stamp, now_ns=stamp + 150 * ms, **fresh) is None
+    assert 'point 0 applied 151 ms' in late_chunk(stamp, now_ns=stamp + 151 * ms, **fresh)
+    assert late_chunk(0, now_ns=stamp + 10_000 * ms, **fresh) is None  # "start on receipt"
+    short = dict(last_point_s=0.05, max_late_s=0.15, min_ahead_s=0.04)
+    assert late_chunk(stamp, now_ns=stamp + 10 * ms, **short) is None
+    assert 'last point is 39 ms' in late_chunk(stamp, now_ns=stamp + 11 * ms, **short)
 
 
 def test_node_of():

@@ -22,6 +22,28 @@ from ..common.config import SafetyConfig
 from ..common.status import ERROR, LEVEL_NAMES, STALE
 
 
+def late_chunk(
+    stamp_ns: int, last_point_s: float, now_ns: int, max_late_s: float, min_ahead_s: float
+) -> str | None:
+    """Why a raw chunk that reaches the gate at ``now_ns`` is too late to forward, or None.
+
+    A chunk whose point 0 should have applied more than ``max_late_s`` ago was computed
+    from a representation the robot has moved on from (the gate would have held by then
+    anyway), and one that ends less than ``min_ahead_s`` from now would reach the
+    controller after its last point, which the controller rejects as "ends in the past".
+    A zero stamp means "start on receipt" and is never late.
+    """
+    if not stamp_ns:
+        return None
+    late_ns = now_ns - stamp_ns  # integers: no rounding at the boundaries
+    if late_ns > round(max_late_s * 1e9):
+        return f'point 0 applied {late_ns / 1e6:.0f} ms before it arrived'
+    ahead_ns = round(last_point_s * 1e9) - late_ns  # from arrival to the last point
+    if ahead_ns < round(min_ahead_s * 1e9):
+        return f'its last point is {ahead_ns / 1e6:.0f} ms after its arrival'
+    return None
+
+
 def node_of(status_name: str) -> str:
     """'world_expert: world expert' -> 'world_expert' (diagnostic_updater's naming)."""
     return status_name.split(':', 1)[0].strip().lstrip('/')
