@@ -33,6 +33,7 @@ from wam_core.cache.protocol import CacheError
 from wam_core.common.config import ActionExpertParams
 from wam_core.common.params import ConfigError
 from wam_core.common.paths import resolve_path
+from wam_core.common.robot import robot_of_namespace
 from wam_core.common.status import ERROR, OK, WARN
 from wam_core.control.joint_state import JointStateError, JointStateMapper
 from wam_core.control.limits import ChunkRejected
@@ -57,6 +58,8 @@ class ActionExpertNode(LifecycleNode):
         self.params = NodeParams(self, ActionExpertParams)
         self.cfg: ActionExpertParams | None = None
         self._shared_cache = cache
+        # the robot this expert drives: it reads only that robot's representations
+        self.robot = robot_of_namespace(self.get_namespace())
         self.cache = None
         self.ticker = None
         self._tick_clock: DeadlineTimer | None = None
@@ -98,7 +101,7 @@ class ActionExpertNode(LifecycleNode):
             self.cache = (
                 self._shared_cache
                 if self._shared_cache is not None
-                else open_cache_reader(cfg.repr_cache)
+                else open_cache_reader(cfg.repr_cache, self.robot)
             )
         except (ManifestError, CacheError, ConfigError, OSError, ValueError) as exc:
             self.get_logger().error(f'configure failed: {exc}')
@@ -123,22 +126,20 @@ class ActionExpertNode(LifecycleNode):
         )
         self.joints = JointStateMapper(cfg.robot.joint_names)
         self._pub = self.create_lifecycle_publisher(
-            JointTrajectory, '/action_expert/raw_chunk', qos.EVENTS
+            JointTrajectory, 'action_expert/raw_chunk', qos.EVENTS
         )
         self._subs = [
-            self.create_subscription(
-                JointState, '/joint_states', self._on_joint_state, qos.SENSOR
-            ),
+            self.create_subscription(JointState, 'joint_states', self._on_joint_state, qos.SENSOR),
             self.create_subscription(
                 RepresentationDescriptor,
-                '/world_expert/representation',
+                'world_expert/representation',
                 self._on_descriptor,
                 qos.EVENTS,
             ),
             # latched: an expert that (re)starts mid-task still gets the active subtask
             self.create_subscription(
                 ActiveSubtask,
-                '/harness/active_subtask',
+                'harness/active_subtask',
                 self._on_subtask,
                 qos.LATCHED,
             ),
@@ -232,6 +233,12 @@ class ActionExpertNode(LifecycleNode):
 
     def _on_descriptor(self, msg: RepresentationDescriptor) -> None:
         self._repr_rate.tick(time.monotonic())
+        if msg.robot != self.robot:  # a miswired topic must not steer this arm
+            self._reject(
+                'descriptor',
+                ValueError(f'representation of robot {msg.robot!r}, this is {self.robot!r}'),
+            )
+            return
         if self.cache is not None and 0 < self.cache.capacity <= msg.slot:
             self._reject(
                 'descriptor',

@@ -64,7 +64,7 @@ class SafetyGate:
         # hold() is also called from the task manager's callback group: the command
         # tracker is only touched under this lock
         self._command_lock = threading.Lock()
-        self.monitor = SafetyMonitor(cfg.safety, time.monotonic())
+        self.monitor = SafetyMonitor(cfg.safety, time.monotonic(), node.get_namespace())
         self.joints = JointStateMapper(self.joint_names)
         self.current = None
         self.forwarded = 0
@@ -75,35 +75,35 @@ class SafetyGate:
         self._chunk_rate = RateMeter()
         self._out_rate = RateMeter()
         group = self.callback_group = MutuallyExclusiveCallbackGroup()
-        self._stop_pub = node.create_publisher(Bool, '/safety/stop', qos.LATCHED)
+        self._stop_pub = node.create_publisher(Bool, 'safety/stop', qos.LATCHED)
         self._out = node.create_publisher(
-            JointTrajectory, '/arm_controller/joint_trajectory', qos.EVENTS
+            JointTrajectory, 'arm_controller/joint_trajectory', qos.EVENTS
         )
         sub = node.create_subscription
         sub(
             JointTrajectory,
-            '/action_expert/raw_chunk',
+            'action_expert/raw_chunk',
             self._on_chunk,
             qos.EVENTS,
             callback_group=group,
         )
-        sub(JointState, '/joint_states', self._on_joint_state, qos.SENSOR, callback_group=group)
+        sub(JointState, 'joint_states', self._on_joint_state, qos.SENSOR, callback_group=group)
         sub(DiagnosticArray, '/diagnostics', self._on_diagnostics, 50, callback_group=group)
         sub(
             WorldExpertStatus,
-            '/world_expert/status',
+            'world_expert/status',
             self._on_world_status,
             qos.EVENTS,
             callback_group=group,
         )
         sub(
             ActionExpertStatus,
-            '/action_expert/status',
+            'action_expert/status',
             self._on_action_status,
             qos.EVENTS,
             callback_group=group,
         )
-        node.create_service(Trigger, '/harness/reset', self._on_reset, callback_group=group)
+        node.create_service(Trigger, 'harness/reset', self._on_reset, callback_group=group)
         node.create_timer(0.01, self._watchdog, callback_group=group)
         self.status = TypedStatus(
             node, diagnostics, 'safety gate', SafetyGateStatus, '~/gate_status', self._status
@@ -144,7 +144,9 @@ class SafetyGate:
         t0 = time.perf_counter()
         now = time.monotonic()
         for st in msg.status:
-            self.monitor.on_status(st.name, convert.status_level(st), st.message, now)
+            self.monitor.on_status(
+                st.name, convert.status_level(st), st.message, now, st.hardware_id
+            )
         self._sync_stop(t0)
 
     def _on_world_status(self, msg: WorldExpertStatus) -> None:
@@ -183,11 +185,13 @@ class SafetyGate:
                 times[-1] if times else 0.0,
                 time.time_ns(),
                 max_late_s=self.monitor.cfg.chunk_hold_s,
-                min_ahead_s=2 * self.period_s,
+                min_ahead_s=0.0,
             )
             if late is not None:
-                # a busy executor delivered it late: stale, and the controller could
-                # reject it as ending in the past; the horizon rule holds the robot
+                # a busy executor delivered it late: stale (a 300 ms chunk whose point 0
+                # is at most chunk_hold_s late still has half its horizon ahead), or one
+                # the controller would reject as ending in the past; the horizon rule
+                # holds the robot
                 self.clamp.rejected['late'] = self.clamp.rejected.get('late', 0) + 1
                 self.node.get_logger().warning(
                     f'rejected chunk: late ({late})', throttle_duration_sec=1.0

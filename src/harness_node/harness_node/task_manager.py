@@ -101,12 +101,12 @@ class TaskManager:
         # reentrant: the running goal's coroutine waits on timers in this group
         group = self.callback_group = ReentrantCallbackGroup()
         self._subtask_pub = node.create_publisher(
-            ActiveSubtask, '/harness/active_subtask', qos.LATCHED
+            ActiveSubtask, 'harness/active_subtask', qos.LATCHED
         )
         self._action = ActionServer(
             node,
             ExecuteTask,
-            '/harness/execute_task',
+            'harness/execute_task',
             execute_callback=self._execute,
             goal_callback=self._on_goal,
             cancel_callback=lambda _: CancelResponse.ACCEPT,

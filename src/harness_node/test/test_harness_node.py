@@ -86,7 +86,9 @@ def diag(r, action_level=OK, message='ok'):
 
 
 def chunk(r, positions):
-    r.raw.publish(rc.joint_trajectory(NAMES, np.array(positions), time.time_ns(), 0.02))
+    """Stamped a period ahead, as the action expert stamps its chunks (tick + lead)."""
+    stamp = time.time_ns() + 20_000_000
+    r.raw.publish(rc.joint_trajectory(NAMES, np.array(positions), stamp, 0.02))
 
 
 def forwarded(r):
@@ -125,7 +127,7 @@ def test_gate_clamps_rejects_and_safety_stop_cycle(rig):
     assert r.node.gate.clamp.clamped_points == 2
     # NaN chunk and wrong joints never reach the robot
     chunk(r, [[math.nan] + [0.0] * 6])
-    bad = rc.joint_trajectory(NAMES[:6], np.zeros((1, 6)), time.time_ns(), 0.02)
+    bad = rc.joint_trajectory(NAMES[:6], np.zeros((1, 6)), time.time_ns() + 20_000_000, 0.02)
     r.raw.publish(bad)
     spin(r, 0.2)
     assert len(forwarded(r)) == 1

@@ -36,11 +36,11 @@ class AgentNode(Node):
         self._result = None
         self._want_goal = False
         self.progress = ''
-        self._state_pub = self.create_publisher(String, '/agent/state', qos.EVENTS)
-        self.create_subscription(Image, '/camera/image_raw', self._on_image, qos.SENSOR)
-        self.create_subscription(JointState, '/joint_states', self._on_joints, qos.SENSOR)
-        self.create_subscription(Bool, '/sim/task_success', self._on_success, qos.EVENTS)
-        self._client = ActionClient(self, ExecuteTask, '/harness/execute_task')
+        self._state_pub = self.create_publisher(String, 'agent/state', qos.EVENTS)
+        self.create_subscription(Image, 'camera/image_raw', self._on_image, qos.SENSOR)
+        self.create_subscription(JointState, 'joint_states', self._on_joints, qos.SENSOR)
+        self.create_subscription(Bool, 'sim/task_success', self._on_success, qos.EVENTS)
+        self._client = ActionClient(self, ExecuteTask, 'harness/execute_task')
         self.diagnostics = NodeDiagnostics(self)
         self.diagnostics.add('robot agent', self._diagnostics)
         self.create_timer(1.0, self.diagnostics.publish)

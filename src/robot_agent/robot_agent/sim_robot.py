@@ -36,15 +36,15 @@ class SimRobot(Node):
         self.rejected = 0
         self._camera_period = 1.0 / self.cfg.camera_hz
         self._next_frame = time.monotonic()
-        self._img_pub = self.create_publisher(Image, '/camera/image_raw', qos.SENSOR)
-        self._js_pub = self.create_publisher(JointState, '/joint_states', qos.SENSOR)
+        self._img_pub = self.create_publisher(Image, 'camera/image_raw', qos.SENSOR)
+        self._js_pub = self.create_publisher(JointState, 'joint_states', qos.SENSOR)
         self.create_subscription(
-            JointTrajectory, '/arm_controller/joint_trajectory', self._on_trajectory, qos.EVENTS
+            JointTrajectory, 'arm_controller/joint_trajectory', self._on_trajectory, qos.EVENTS
         )
         self.create_subscription(
-            Bool, '/safety/stop', lambda m: self.sim.set_stop(bool(m.data)), qos.LATCHED
+            Bool, 'safety/stop', lambda m: self.sim.set_stop(bool(m.data)), qos.LATCHED
         )
-        self._success_pub = self.create_publisher(Bool, '/sim/task_success', qos.EVENTS)
+        self._success_pub = self.create_publisher(Bool, 'sim/task_success', qos.EVENTS)
         self._last = time.monotonic()
         self.create_timer(0.01, self._step)
         self.create_timer(0.1, lambda: self._success_pub.publish(Bool(data=self.sim.success())))

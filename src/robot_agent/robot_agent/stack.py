@@ -73,14 +73,14 @@ class Monitor(Node):
         self.gate: SafetyGateStatus | None = None
         self.task: TaskManagerStatus | None = None
         sub = self.create_subscription
-        sub(JointTrajectory, '/action_expert/raw_chunk', self._on_chunk, 50)
-        sub(JointTrajectory, '/arm_controller/joint_trajectory', self._on_forwarded, 50)
-        sub(Bool, '/safety/stop', self._on_stop, qos.LATCHED)
+        sub(JointTrajectory, 'action_expert/raw_chunk', self._on_chunk, 50)
+        sub(JointTrajectory, 'arm_controller/joint_trajectory', self._on_forwarded, 50)
+        sub(Bool, 'safety/stop', self._on_stop, qos.LATCHED)
         sub(DiagnosticArray, '/diagnostics', self._on_diag, 50)
-        sub(WorldExpertStatus, '/world_expert/status', self._keep('world'), qos.EVENTS)
-        sub(ActionExpertStatus, '/action_expert/status', self._keep('action'), qos.EVENTS)
-        sub(SafetyGateStatus, '/harness/gate_status', self._keep('gate'), qos.EVENTS)
-        sub(TaskManagerStatus, '/harness/task_status', self._keep('task'), qos.EVENTS)
+        sub(WorldExpertStatus, 'world_expert/status', self._keep('world'), qos.EVENTS)
+        sub(ActionExpertStatus, 'action_expert/status', self._keep('action'), qos.EVENTS)
+        sub(SafetyGateStatus, 'harness/gate_status', self._keep('gate'), qos.EVENTS)
+        sub(TaskManagerStatus, 'harness/task_status', self._keep('task'), qos.EVENTS)
 
     def _keep(self, attr: str):
         return lambda msg: setattr(self, attr, msg)

@@ -24,8 +24,8 @@ class SyntheticRobot(Node):
         self._grippers = [i for i, n in enumerate(self.joint_names) if 'gripper' in n]
         self.frames = 0
         self._t0 = time.monotonic()
-        self._img_pub = self.create_publisher(Image, '/camera/image_raw', qos.SENSOR)
-        self._js_pub = self.create_publisher(JointState, '/joint_states', qos.SENSOR)
+        self._img_pub = self.create_publisher(Image, 'camera/image_raw', qos.SENSOR)
+        self._js_pub = self.create_publisher(JointState, 'joint_states', qos.SENSOR)
         self.camera_paused = False
         self.create_timer(1.0 / cfg.camera_hz, self._publish_frame)
         self.create_timer(1.0 / cfg.joint_state_hz, self._publish_joints)

@@ -27,7 +27,8 @@ CONFIG = default_config()
 
 def test_the_yaml_has_one_block_per_node_and_a_shared_block():
     blocks = read_param_file(CONFIG)
-    assert set(blocks) == {'/**', *NODE_SCHEMAS}
+    # /**/<node>: the block reaches the node in any robot namespace of a fleet
+    assert set(blocks) == {'/**', *(f'/**/{n}' for n in NODE_SCHEMAS)}
     # shared: only what several nodes use
     shared = {k for k in blocks['/**'] if not k.startswith('joint_limits.')}
     assert shared == {
@@ -52,10 +53,11 @@ def test_the_yaml_has_one_block_per_node_and_a_shared_block():
 def test_every_parameter_is_in_the_yaml_and_the_code_defaults_are_its_values(node):
     schema = NODE_SCHEMAS[node]
     blocks = read_param_file(CONFIG)
-    in_yaml = set(blocks[node]) | set(blocks['/**'])
+    own = blocks[f'/**/{node}']
+    in_yaml = set(own) | set(blocks['/**'])
     declared = {leaf.name for leaf in leaves(schema)}
     assert declared - in_yaml == set(), 'parameters the code reads but wam.yaml lacks'
-    assert set(blocks[node]) - declared == set(), 'wam.yaml keys the node does not declare'
+    assert set(own) - declared == set(), 'wam.yaml keys the node does not declare'
     assert load_params(CONFIG, node, schema) == schema(), 'a code default differs from wam.yaml'
 
 

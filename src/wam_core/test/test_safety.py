@@ -1,6 +1,6 @@
 from wam_core.common.config import SafetyConfig
 from wam_core.common.status import ERROR, OK, STALE, WARN
-from wam_core.control.safety import SafetyMonitor, late_chunk, node_of
+from wam_core.control.safety import SafetyMonitor, late_chunk, node_of, resolve_node
 
 CFG = SafetyConfig(
     required_nodes=['world_expert', 'action_expert'],
@@ -37,6 +37,34 @@ def test_late_chunk():
     short = dict(last_point_s=0.05, max_late_s=0.15, min_ahead_s=0.04)
     assert late_chunk(stamp, now_ns=stamp + 10 * ms, **short) is None
     assert 'last point is 39 ms' in late_chunk(stamp, now_ns=stamp + 11 * ms, **short)
+
+
+def test_fleet_identity_one_robots_fault_stops_only_that_robot():
+    assert resolve_node('action_expert', '/robot1') == 'robot1/action_expert'
+    assert resolve_node('/world_expert', '/robot1') == 'world_expert'
+    assert resolve_node('action_expert', '/') == 'action_expert'
+    assert node_of('action_expert: action expert', '/robot1/action_expert') == (
+        'robot1/action_expert'
+    )
+    assert node_of('action_expert: action expert', 'fuzz') == 'action_expert'
+    cfg = SafetyConfig(
+        required_nodes=['/world_expert', 'action_expert'], chunk_hold_s=0.045, chunk_timeout_s=0.1
+    )
+    robots = {ns: SafetyMonitor(cfg, 0.0, ns) for ns in ('/robot1', '/robot2')}
+    for ns, m in robots.items():
+        m.on_status('world_expert: world expert', OK, '', 0.0, '/world_expert')
+        m.on_status('action_expert: action expert', OK, '', 0.0, f'{ns}/action_expert')
+        m.on_versions(0.0, world='v1', accepted='v1')
+        m.on_chunk(0.0)
+        assert m.reset(0.0)[0]
+    # robot1's action expert fails: robot1 stops, robot2 does not
+    for m in robots.values():
+        m.on_status('action_expert: action expert', ERROR, 'boom', 0.01, '/robot1/action_expert')
+    assert robots['/robot1'].stopped and not robots['/robot2'].stopped
+    assert 'robot1/action_expert ERROR' in robots['/robot1'].reason
+    # the shared world expert fails: every robot stops
+    robots['/robot2'].on_status('world_expert: world expert', ERROR, 'x', 0.02, '/world_expert')
+    assert robots['/robot2'].stopped
 
 
 def test_node_of():

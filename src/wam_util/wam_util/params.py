@@ -69,6 +69,10 @@ class NodeParams:
 
     def _declare(self, leaf: Leaf) -> None:
         value = _TYPES[leaf.kind] if leaf.default is REQUIRED else leaf.default
+        if isinstance(value, list) and not value:
+            # rclpy types an empty list as a byte array; declared by type it stays unset
+            # until a parameter file or override gives it (read() then takes the default)
+            value = _TYPES[leaf.kind]
         try:
             self.node.declare_parameter(leaf.name, value, descriptor(leaf))
         except (InvalidParameterTypeException, InvalidParameterValueException) as exc:
@@ -83,5 +87,6 @@ class NodeParams:
             try:
                 flat[leaf.name] = self.node.get_parameter(leaf.name).value
             except ParameterUninitializedException:
-                flat[leaf.name] = None  # from_flat says it is not set
+                # an empty-list default (see _declare), else from_flat says it is not set
+                flat[leaf.name] = [] if leaf.default == [] else None
         return from_flat(self.schema, flat)

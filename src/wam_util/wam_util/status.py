@@ -51,6 +51,13 @@ def key_values(msg) -> list[tuple[str, object]]:
                     (f'{a.joint} change p99', a.change_p99),
                     (f'{a.joint} change max', a.change_max),
                 ]
+        elif kind.endswith('/RobotEncoding>'):
+            for r in value:
+                out += [
+                    (f'{r.robot or "robot"} {_label(k)}', getattr(r, k))
+                    for k in r.get_fields_and_field_types()
+                    if k != 'robot'
+                ]
         else:
             out.append((_label(field), value))
     return out
@@ -67,8 +74,11 @@ class TypedStatus:
         msg_type,
         topic: str,
         build: Callable[[], object],
+        also: tuple[str, ...] = (),
     ):
-        self._pub = node.create_publisher(msg_type, topic, EVENTS)
+        # ``also``: more topics for the same message (a fleet's world expert reports into
+        # each robot's namespace, so every robot's harness hears the expert it depends on)
+        self._pubs = [node.create_publisher(msg_type, t, EVENTS) for t in (topic, *also)]
         self._build = build
         self.last = None
         diagnostics.add(task, self._report)
@@ -76,6 +86,7 @@ class TypedStatus:
     def _report(self):
         msg = self._build()
         msg.header.stamp = convert.ns_to_stamp(time.time_ns())
-        self._pub.publish(msg)
+        for pub in self._pubs:
+            pub.publish(msg)
         self.last = msg
         return int(msg.level), msg.message, key_values(msg)

@@ -1,8 +1,14 @@
-"""World expert: /camera/image_raw -> encode once -> representation cache -> descriptor.
+"""World expert: camera/image_raw -> encode once -> representation cache -> descriptor.
+
+One robot (``robots`` empty: the topics in the node's namespace) or a fleet (``robots``
+lists their namespaces: /<robot>/camera/image_raw in, /<robot>/world_expert/representation
+out, one cache ring per robot). Frames of different robots that arrive within the
+batching window are encoded in one forward pass (``wam_core.serving.batch_window``).
 
 A managed (lifecycle) node. configure: read the parameters, verify the manifest and
-load the model and the cache; activate: warm up, then subscribe; deactivate: stop
-taking frames. Its typed status goes to ~/status with every /diagnostics report.
+load the model and the caches; activate: warm up, then subscribe; deactivate: stop
+taking frames. Its typed status goes to ~/status with every /diagnostics report (and,
+for a fleet, to /<robot>/world_expert/status, where each robot's harness listens).
 """
 
 from __future__ import annotations
@@ -20,15 +26,18 @@ from wam_core.cache.protocol import CacheError
 from wam_core.common.config import WorldExpertParams
 from wam_core.common.params import ConfigError
 from wam_core.common.paths import resolve_path
+from wam_core.common.robot import robot_of_namespace
 from wam_core.common.status import OK, WARN
 from wam_core.control.joint_state import JointStateError, JointStateMapper
 from wam_core.models.manifest import ManifestError
 from wam_core.models.precision import resolve_precision
 from wam_core.models.world_expert import WorldExpert
+from wam_core.serving.batch_window import BatchWindow
+from wam_core.serving.fleet_encoder import FleetEncoder, Frame
 from wam_core.serving.frame_encoder import FrameEncoder
 from wam_core.serving.image import ImageError
 from wam_core.serving.latency import RateMeter
-from wam_interfaces.msg import RepresentationDescriptor, WorldExpertStatus
+from wam_interfaces.msg import RepresentationDescriptor, RobotEncoding, WorldExpertStatus
 from wam_util import convert, qos
 from wam_util.diagnostics import NodeDiagnostics
 from wam_util.executors import run_node
@@ -38,30 +47,59 @@ from wam_util.status import TypedStatus
 
 class WorldExpertNode(LifecycleNode):
     def __init__(self, name: str = 'world_expert', cache=None, **kwargs):
+        """``cache``: for an in-process bring-up, the cache object (one robot) or a
+        {robot: cache} mapping (a fleet)."""
         super().__init__(name, **kwargs)
         self.params = NodeParams(self, WorldExpertParams)
         self.cfg: WorldExpertParams | None = None
-        self._shared_cache = cache  # in-process bring-up passes the cache object
-        self.cache = None
+        self._shared_cache = cache
+        try:
+            robots = self.params.read().robots
+        except ConfigError:
+            robots = []  # configure reports it
+        # '' is a lone robot in this node's namespace (relative topic names)
+        self.fleet = bool(robots)
+        self.robots = list(robots) or [robot_of_namespace(self.get_namespace())]
+        self.caches: dict[str, object] = {}
+        self.encoders: dict[str, FrameEncoder] = {}
+        self.fleet_encoder: FleetEncoder | None = None
         self.expert = None
-        self.encoder = None
-        self._sub = self._js_sub = None
-        self._pub = None
+        self._subs = []
+        self._pubs: dict[str, object] = {}
         self._diag_timer = None
         self._frame_rate = RateMeter()
         self.ready = False
-        # Frames are encoded on a worker thread, newest first (a frame that arrives
-        # while one is encoding replaces any waiting one): the executor thread never
-        # blocks on the encoder, so in single-process mode the 50 Hz tick keeps time.
-        self._pending = None
+        # Frames are encoded on a worker thread, newest first per robot (a frame that
+        # arrives while its robot's last one waits replaces it), batched across robots:
+        # the executor thread never blocks on the encoder, so in single-process mode the
+        # 50 Hz tick keeps time.
+        self.window: BatchWindow | None = None
         self._wake = threading.Condition()
         self._worker = None
         self._running = False
-        self.dropped = 0
         self.diagnostics = NodeDiagnostics(self)
         self.status = TypedStatus(
-            self, self.diagnostics, 'world expert', WorldExpertStatus, '~/status', self._status
+            self,
+            self.diagnostics,
+            'world expert',
+            WorldExpertStatus,
+            '~/status',
+            self._status,
+            also=tuple(self._topic(r, 'world_expert/status') for r in robots),
         )
+
+    def _topic(self, robot: str, name: str) -> str:
+        """A robot's topic: /<robot>/<name> in a fleet, relative for a lone robot."""
+        return f'/{robot}/{name}' if self.fleet else name
+
+    @property
+    def encoder(self) -> FrameEncoder | None:
+        """The first (for one robot: the only) robot's encoder."""
+        return self.encoders.get(self.robots[0])
+
+    @property
+    def cache(self):
+        return self.caches.get(self.robots[0])
 
     # lifecycle ----------------------------------------------------------------
     def on_configure(self, state: State) -> TransitionCallbackReturn:
@@ -70,45 +108,73 @@ class WorldExpertNode(LifecycleNode):
             torch.set_num_threads(cfg.num_threads)
             model_dir = resolve_path(cfg.model_dir)
             self.expert = WorldExpert(model_dir, resolve_precision(cfg.precision))
-            if self._shared_cache is not None:
-                self._shared_cache.set_model_version(self.expert.version)
-                self.cache = self._shared_cache
-            else:
-                self.cache = open_cache_writer(
-                    cfg.repr_cache,
-                    self.expert.version,
-                    self.expert.shape,
-                    logger=self.get_logger().warning,
-                )
-        except (ManifestError, CacheError, ConfigError, OSError, ValueError) as exc:
+            shared = self._shared_cache
+            for robot in self.robots:
+                if shared is not None:
+                    cache = shared[robot] if isinstance(shared, dict) else shared
+                    cache.set_model_version(self.expert.version)
+                else:
+                    cache = open_cache_writer(
+                        cfg.repr_cache,
+                        self.expert.version,
+                        self.expert.shape,
+                        logger=self.get_logger().warning,
+                        robot=robot,
+                    )
+                self.caches[robot] = cache
+        except (ManifestError, CacheError, ConfigError, OSError, ValueError, KeyError) as exc:
             self.get_logger().error(f'configure failed: {exc}')
+            self._close_caches()
             return TransitionCallbackReturn.FAILURE
-        self.encoder = FrameEncoder(
-            self.expert,
-            self.cache,
-            cfg.timeout_ms,
-            max_age_ms=cfg.repr_cache.ttl_ms,
+        self.encoders = {
+            r: FrameEncoder(self.expert, c, cfg.timeout_ms, max_age_ms=cfg.repr_cache.ttl_ms)
+            for r, c in self.caches.items()
+        }
+        timer = self.encoder.timer  # one set of stage figures for the fleet
+        for e in self.encoders.values():
+            e.timer = timer
+        self.fleet_encoder = FleetEncoder(self.expert, self.encoders)
+        self.window = BatchWindow(
+            cfg.batch.max_size, cfg.batch.max_wait_us * 1e-6, len(self.robots)
         )
         self._joints = JointStateMapper(cfg.robot.joint_names)
-        self._pub = self.create_lifecycle_publisher(
-            RepresentationDescriptor, '/world_expert/representation', qos.EVENTS
-        )
+        self._pubs = {
+            r: self.create_lifecycle_publisher(
+                RepresentationDescriptor, self._topic(r, 'world_expert/representation'), qos.EVENTS
+            )
+            for r in self.robots
+        }
+        served = ', '.join(r or '(this namespace)' for r in self.robots)
         self.get_logger().info(
             f'world expert {self.expert.manifest.name} version {self.expert.version} '
-            f'loaded from {model_dir}, cache backend {self.cache.backend}'
+            f'loaded from {model_dir}, cache backend {self.cache.backend}; serving {served}'
         )
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:
-        mean_s = self.expert.warmup(self.cfg.warmup_requests)
-        self._sub = self.create_subscription(
-            Image, self.cfg.camera_topic, self._on_image, qos.NEWEST_FRAME
-        )
-        # joint motion tells a frozen camera (the same frame while the arm moves) from a
-        # static scene
-        self._js_sub = self.create_subscription(
-            JointState, '/joint_states', self._on_joint_state, qos.SENSOR
-        )
+        sizes = tuple(range(1, self.window.max_size + 1))
+        mean_s = self.expert.warmup(self.cfg.warmup_requests, sizes)
+        for robot in self.robots:
+            self._subs.append(
+                self.create_subscription(
+                    Image,
+                    self._topic(robot, self.cfg.camera_topic.lstrip('/'))
+                    if self.fleet
+                    else self.cfg.camera_topic,
+                    lambda msg, r=robot: self._on_image(r, msg),
+                    qos.NEWEST_FRAME,
+                )
+            )
+            # joint motion tells a frozen camera (the same frame while the arm moves)
+            # from a static scene
+            self._subs.append(
+                self.create_subscription(
+                    JointState,
+                    self._topic(robot, 'joint_states'),
+                    lambda msg, r=robot: self._on_joint_state(r, msg),
+                    qos.SENSOR,
+                )
+            )
         self.diagnostics.start()
         self._diag_timer = self.create_timer(
             self.diagnostics.TIMER_S, lambda: self.diagnostics.due() and self.diagnostics.publish()
@@ -127,10 +193,9 @@ class WorldExpertNode(LifecycleNode):
 
     def on_deactivate(self, state: State) -> TransitionCallbackReturn:
         self.ready = False
-        if self._sub is not None:
-            self.destroy_subscription(self._sub)
-            self.destroy_subscription(self._js_sub)
-            self._sub = self._js_sub = None
+        for sub in self._subs:
+            self.destroy_subscription(sub)
+        self._subs = []
         self._stop_worker()
         return super().on_deactivate(state)
 
@@ -156,81 +221,93 @@ class WorldExpertNode(LifecycleNode):
         if self._diag_timer is not None:
             self.destroy_timer(self._diag_timer)
             self._diag_timer = None
-        if self.cache is not None and self._shared_cache is None:
-            self.cache.close()  # unlinks the shared-memory segment
-        self.cache = None
+        self._close_caches()
+
+    def _close_caches(self) -> None:
+        if self._shared_cache is None:
+            for cache in self.caches.values():
+                cache.close()  # unlinks the shared-memory segment
+        self.caches = {}
 
     # hot path -----------------------------------------------------------------
-    def _on_joint_state(self, msg: JointState) -> None:
+    def _on_joint_state(self, robot: str, msg: JointState) -> None:
         try:
-            self.encoder.joint_positions = self._joints.map(msg.name, msg.position).copy()
+            self.encoders[robot].joint_positions = self._joints.map(msg.name, msg.position).copy()
         except JointStateError:
             pass  # bad joint states are rejected and counted by the action expert and harness
 
-    def _on_image(self, msg: Image) -> None:
+    def _on_image(self, robot: str, msg: Image) -> None:
         self._frame_rate.tick(time.monotonic())
+        stamp_ns = convert.stamp_to_ns(msg.header.stamp)
         try:
-            self.encoder.check(
-                msg.encoding,
-                msg.height,
-                msg.width,
-                msg.step,
-                msg.data,
-                convert.stamp_to_ns(msg.header.stamp),
+            self.encoders[robot].check(
+                msg.encoding, msg.height, msg.width, msg.step, msg.data, stamp_ns
             )
         except ImageError as exc:
-            self.get_logger().warning(f'rejected camera frame: {exc}', throttle_duration_sec=1.0)
+            self.get_logger().warning(
+                f'rejected camera frame{_of(robot)}: {exc}', throttle_duration_sec=1.0
+            )
             return
+        frame = Frame(msg.encoding, msg.height, msg.width, msg.step, msg.data, stamp_ns, msg)
         with self._wake:
-            if self._pending is not None:
-                self.dropped += 1
-            self._pending = msg
+            self.window.put(robot, frame, time.monotonic())
             self._wake.notify()
 
     def _encode_loop(self) -> None:
         torch.set_num_threads(self.cfg.num_threads)  # per-thread in OpenMP builds
         while True:
             with self._wake:
-                while self._pending is None and self._running:
-                    self._wake.wait()
+                while self._running:
+                    due = self.window.due_in(time.monotonic())
+                    if due == 0.0:
+                        break
+                    self._wake.wait(due)  # None: until a frame arrives
                 if not self._running:
                     return
-                msg, self._pending = self._pending, None
+                batch = self.window.take()
             try:
-                self._encode(msg)
-            except Exception as exc:  # never let one frame kill the encoder
+                results = self.fleet_encoder.encode(batch)
+            except Exception as exc:  # never let one batch kill the encoder
                 self.get_logger().error(f'encode failed: {exc!r}', throttle_duration_sec=1.0)
+                continue
+            for robot, frame, out in results:
+                if isinstance(out, ImageError):
+                    self.get_logger().warning(
+                        f'rejected camera frame{_of(robot)}: {out}', throttle_duration_sec=1.0
+                    )
+                elif self._running:  # not while shutting down: the context may be gone
+                    self._pubs[robot].publish(self._descriptor(robot, frame.source, out))
 
-    def _encode(self, msg: Image) -> None:
-        stamp_ns = convert.stamp_to_ns(msg.header.stamp)
-        try:
-            out = self.encoder.process(
-                msg.encoding, msg.height, msg.width, msg.step, msg.data, stamp_ns
-            )
-        except ImageError as exc:
-            self.get_logger().warning(f'rejected camera frame: {exc}', throttle_duration_sec=1.0)
-            return
+    def _descriptor(self, robot: str, msg: Image, out) -> RepresentationDescriptor:
         e = out.entry
+        cache = self.caches[robot]
         d = RepresentationDescriptor()
         d.header.stamp = msg.header.stamp
         d.header.frame_id = msg.header.frame_id
+        d.robot = robot
         d.key, d.model_version = e.key, e.version
-        d.backend, d.segment = self.cache.backend, getattr(self.cache, 'segment', '')
+        d.backend, d.segment = cache.backend, getattr(cache, 'segment', '')
         d.slot, d.sequence, d.epoch = e.slot, e.sequence, e.epoch
         d.shape, d.dtype = list(e.shape), e.dtype
         d.encode_s = out.encode_ms / 1e3
-        if self._running:  # not while shutting down: the context may be gone
-            self._pub.publish(d)
+        return d
 
     def _status(self) -> WorldExpertStatus:
-        enc = self.encoder
-        rate = self._frame_rate.rate(time.monotonic())
+        encs = list(self.encoders.values())
+        rate = self._frame_rate.rate(time.monotonic()) / max(len(self.robots), 1)
         expected = self.cfg.expected_camera_hz
         level, message = OK, 'encoding'
         if not self.ready:
             level, message = WARN, 'not active'
         elif rate < 0.5 * expected:
             level, message = WARN, f'camera at {rate:.1f} Hz, expected {expected:.0f} Hz'
+        frames = sum(e.frames for e in encs)
+        hits = sum(e.hits for e in encs)
+        distinct = frames - hits
+        rejected: dict[str, int] = {}
+        for e in encs:
+            for k, v in e.rejected.items():
+                rejected[k] = rejected.get(k, 0) + v
         return WorldExpertStatus(
             level=level,
             message=message,
@@ -239,16 +316,34 @@ class WorldExpertNode(LifecycleNode):
             cache_backend=self.cache.backend if self.cache is not None else '',
             camera_rate_hz=rate,
             expected_camera_hz=expected,
-            frames=enc.frames,
-            world_calls=enc.world_calls,
-            cache_hits=enc.hits,
-            calls_per_distinct_frame=enc.calls_per_frame(),
-            encode_timeouts=enc.timeouts,
-            frames_superseded=self.dropped,
-            rejected_frames=sum(enc.rejected.values()),
-            rejected=convert.reason_counts(enc.rejected),
-            latency=[convert.latency_stats(k, s) for k, s in enc.timer.summary().items()],
+            frames=frames,
+            world_calls=self.expert.calls,  # the expert's own count: the truth
+            cache_hits=hits,
+            calls_per_distinct_frame=self.expert.calls / distinct if distinct else float('nan'),
+            encode_timeouts=sum(e.timeouts for e in encs),
+            frames_superseded=self.window.superseded,
+            rejected_frames=sum(rejected.values()),
+            rejected=convert.reason_counts(rejected),
+            per_robot=[
+                RobotEncoding(
+                    robot=r,
+                    frames=e.frames,
+                    world_calls=e.world_calls,
+                    cache_hits=e.hits,
+                    calls_per_distinct_frame=e.calls_per_frame(),
+                    rejected_frames=sum(e.rejected.values()),
+                )
+                for r, e in self.encoders.items()
+            ]
+            if self.fleet
+            else [],
+            batch_mean=self.fleet_encoder.batch_mean,
+            latency=[convert.latency_stats(k, s) for k, s in self.encoder.timer.summary().items()],
         )
+
+
+def _of(robot: str) -> str:
+    return f' of {robot}' if robot else ''
 
 
 def main(args=None) -> None:

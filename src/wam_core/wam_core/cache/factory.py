@@ -7,21 +7,29 @@ from .protocol import CacheError, CacheReader, CacheWriter
 from .shm import ShmRingReader, ShmRingWriter
 
 
-def open_cache_writer(cfg, version: str, slot_shape, logger=print) -> CacheWriter:
-    """The world expert's cache for a ``ReprCacheConfig`` ('inprocess' needs no segment)."""
+def segment_name(shm_name: str, robot: str = '') -> str:
+    """One robot's ring: a fleet's robots never share one, so a reader cannot pick up
+    another robot's representation ('wam_repr' for a lone robot, 'wam_repr_robot1')."""
+    return f'{shm_name}_{robot.replace("/", "_")}' if robot else shm_name
+
+
+def open_cache_writer(cfg, version: str, slot_shape, logger=print, robot: str = '') -> CacheWriter:
+    """The world expert's cache for one robot ('inprocess' needs no segment)."""
     if cfg.backend == 'inprocess':
         return InProcessCache(cfg.capacity, cfg.ttl_ms, version)
     if cfg.backend == 'shm':
-        return ShmRingWriter(cfg.shm_name, cfg.capacity, slot_shape, version, logger=logger)
+        return ShmRingWriter(
+            segment_name(cfg.shm_name, robot), cfg.capacity, slot_shape, version, logger=logger
+        )
     raise CacheError(
         f'backend {cfg.backend!r} is not available on this machine (cuda_ipc needs a GPU)'
     )
 
 
-def open_cache_reader(cfg) -> CacheReader:
+def open_cache_reader(cfg, robot: str = '') -> CacheReader:
     """An action expert's view of another process's cache (in-process readers share the writer)."""
     if cfg.backend == 'shm':
-        return ShmRingReader(cfg.shm_name, cfg.ttl_ms)
+        return ShmRingReader(segment_name(cfg.shm_name, robot), cfg.ttl_ms)
     raise CacheError(
         f'backend {cfg.backend!r} has no stand-alone reader; in-process readers share the writer'
     )

@@ -9,6 +9,7 @@ Units: seconds, radians and metres unless a name says ``_ms`` or ``_hz``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .params import ConfigError, param, per_joint, section
@@ -79,6 +80,19 @@ class ReprCacheWriterConfig(ReprCacheConfig):
 
 # ------------------------------------------------------------------------ world expert
 @dataclass
+class BatchConfig:
+    max_size: int = param(
+        4, 'frames of different robots encoded in one forward pass, at most', min=1, max=256
+    )
+    max_wait_us: int = param(
+        2000,
+        "the longest a robot's frame waits for other robots' frames to join its batch, us",
+        min=0,
+        max=1_000_000,
+    )
+
+
+@dataclass
 class WorldExpertParams:
     """world_expert: camera frames -> encode once -> representation cache -> descriptor."""
 
@@ -106,7 +120,17 @@ class WorldExpertParams:
     num_threads: int = param(
         1, 'torch intra-op threads (fixed, so p99 stays near p50)', min=1, max=256
     )
-    camera_topic: str = param('/camera/image_raw', 'sensor_msgs/Image topic to encode')
+    camera_topic: str = param(
+        'camera/image_raw',
+        "sensor_msgs/Image topic to encode, relative to each robot's namespace",
+    )
+    robots: list[str] = param(
+        [],
+        'the robots (namespaces) this world expert serves: /<robot>/<camera_topic> in, a '
+        "descriptor on /<robot>/world_expert/representation out; empty: the node's own "
+        'namespace, one robot',
+    )
+    batch: BatchConfig = section(BatchConfig)
     expected_camera_hz: float = param(
         30.0, 'camera rate, Hz; the status warns below half of it', min=0.1, max=10000.0
     )
@@ -115,6 +139,20 @@ class WorldExpertParams:
         'configure and activate on start (false when a launch file or a lifecycle '
         'manager drives the transitions)',
     )
+
+    def validate(self) -> None:
+        names = [r.strip().strip('/') for r in self.robots]
+        bad = [
+            r
+            for r in names
+            if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*', r)
+        ]
+        if bad or len(set(names)) != len(names):
+            raise ConfigError(
+                f'parameter robots must be distinct ROS namespaces (robot1, lab/arm_2), '
+                f'got {self.robots}'
+            )
+        self.robots = names
 
 
 # ----------------------------------------------------------------------- action expert
@@ -223,8 +261,8 @@ class ActionExpertParams:
 class SafetyConfig:
     required_nodes: list[str] = param(
         ['world_expert', 'action_expert'],
-        'nodes whose ERROR/STALE status or silence stops the robot (diagnostic status '
-        'names "<node>: <task>")',
+        'nodes whose ERROR/STALE status or silence stops the robot; a relative name is in '
+        "the robot's namespace, an absolute one (/world_expert) is shared by the fleet",
     )
     silence_timeout_s: float = param(
         3.0,
@@ -257,7 +295,9 @@ class SafetyConfig:
             raise ConfigError(
                 f'parameter safety.required_nodes must be node names, got {self.required_nodes}'
             )
-        self.required_nodes = [n.strip().lstrip('/') for n in self.required_nodes]
+        # kept as written: a relative name resolves in the robot's namespace, an absolute
+        # one ('/world_expert', a fleet's shared world expert) does not
+        self.required_nodes = [n.strip() for n in self.required_nodes]
 
 
 @dataclass

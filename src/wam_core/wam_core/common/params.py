@@ -218,13 +218,15 @@ def read_param_file(path: str) -> dict[str, dict[str, Any]]:
 
 
 def node_values(blocks: Mapping[str, Mapping[str, Any]], node: str) -> dict[str, dict]:
-    """The wildcard values and the node's own block (its own win, as in rcl)."""
+    """The wildcard values and the node's own block (its own win, as in rcl). The own
+    block is ``node``, ``/node`` or ``/**/node`` (the form that reaches the node in any
+    namespace, so one file configures every robot of a fleet)."""
     shared: dict[str, Any] = {}
     own: dict[str, Any] = {}
     for name, values in blocks.items():
         if name in WILDCARDS:
             shared.update(values)
-        elif name.lstrip('/') == node:
+        elif name.removeprefix('/**/').lstrip('/') == node:
             own.update(values)
     return {'shared': shared, 'own': own}
 

@@ -17,6 +17,12 @@ from dataclasses import dataclass, field
 from .params import REQUIRED, ConfigError, param
 
 
+def robot_of_namespace(namespace: str) -> str:
+    """The robot a node serves, from its ROS namespace: '/robot1' -> 'robot1', '/' -> ''
+    (a lone robot in the root namespace, today's topic names)."""
+    return namespace.strip().strip('/')
+
+
 @dataclass(frozen=True)
 class JointLimit:
     lower: float = param(

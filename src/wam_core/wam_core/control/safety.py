@@ -44,14 +44,37 @@ def late_chunk(
     return None
 
 
-def node_of(status_name: str) -> str:
-    """'world_expert: world expert' -> 'world_expert' (diagnostic_updater's naming)."""
-    return status_name.split(':', 1)[0].strip().lstrip('/')
+def node_of(status_name: str, hardware_id: str = '') -> str:
+    """The reporting node of a /diagnostics status, namespace included.
+
+    diagnostic_updater names a status '<node name>: <task>' without the namespace, so
+    two robots' action experts in a fleet report the same name; our nodes set the
+    hardware_id to their fully qualified name, which tells them apart:
+    ('action_expert: action expert', '/robot1/action_expert') -> 'robot1/action_expert'.
+    A hardware_id that is not the node's qualified name leaves the plain node name."""
+    name = status_name.split(':', 1)[0].strip().lstrip('/')
+    qualified = hardware_id.strip()
+    if qualified.startswith('/') and qualified.rsplit('/', 1)[-1] == name.rsplit('/', 1)[-1]:
+        return qualified.lstrip('/')
+    return name
+
+
+def resolve_node(name: str, namespace: str) -> str:
+    """A required node as ROS resolves a name: relative to the gate's namespace unless
+    absolute ('action_expert' in '/robot1' -> 'robot1/action_expert'; '/world_expert' ->
+    'world_expert', the fleet's shared world expert)."""
+    name = name.strip()
+    if name.startswith('/'):
+        return name.lstrip('/')
+    ns = namespace.strip('/')
+    return f'{ns}/{name}' if ns else name
 
 
 class SafetyMonitor:
-    def __init__(self, cfg: SafetyConfig, now: float):
+    def __init__(self, cfg: SafetyConfig, now: float, namespace: str = ''):
         self.cfg = cfg
+        # the nodes this robot depends on, qualified (see resolve_node)
+        self.required = [resolve_node(n, namespace) for n in cfg.required_nodes]
         self.levels: dict[str, tuple[int, str]] = {}
         self.last_seen: dict[str, float] = {}
         self.started = now
@@ -64,15 +87,17 @@ class SafetyMonitor:
         # Start stopped: nothing moves until every required node has reported OK for
         # the hold-off (or a reset). This is not counted as a stop.
         self.stopped = True
-        self.reason = 'starting: waiting for ' + ', '.join(cfg.required_nodes)
+        self.reason = 'starting: waiting for ' + ', '.join(self.required)
         self.stops = 0
         self._ok_since: float | None = None
 
     # inputs ------------------------------------------------------------------
-    def on_status(self, name: str, level: int, message: str, now: float) -> bool:
+    def on_status(
+        self, name: str, level: int, message: str, now: float, hardware_id: str = ''
+    ) -> bool:
         """A /diagnostics status; True if it tripped a stop."""
-        node = node_of(name)
-        if node not in self.cfg.required_nodes:
+        node = node_of(name, hardware_id)
+        if node not in self.required:
             return False
         self.levels[node] = (level, message)
         self.last_seen[node] = now
@@ -111,7 +136,7 @@ class SafetyMonitor:
 
     def problems(self, now: float) -> list[str]:
         out = []
-        for node in self.cfg.required_nodes:
+        for node in self.required:
             seen = self.last_seen.get(node)
             if seen is None:
                 if now - self.started > self.cfg.silence_timeout_s:

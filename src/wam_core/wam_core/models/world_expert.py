@@ -53,7 +53,8 @@ class WorldExpert:
         self.tokens = representation_tokens(cfg)
         self.hidden = cfg.hidden_size
         self.preprocess = Preprocessor(self.image_size, dtype=self.dtype)
-        self.calls = 0  # number of real encodes: the "world-expert calls" metric
+        self.calls = 0  # frames encoded: the "world-expert calls" metric
+        self.forwards = 0  # forward passes (a batch of frames is one)
 
     @property
     def shape(self):
@@ -65,21 +66,38 @@ class WorldExpert:
         pixels = self.preprocess(rgb).to(self.device)
         hidden = self.model(pixel_values=pixels).last_hidden_state[0]
         self.calls += 1
+        self.forwards += 1
         result = hidden.float().cpu().numpy()
         if out is not None:
             out[...] = result
             return out
         return result
 
-    def warmup(self, n: int) -> float:
+    @torch.inference_mode()
+    def encode_batch(self, frames: list[np.ndarray]) -> list[np.ndarray]:
+        """Encode several HxWx3 uint8 frames (a fleet's robots) in one forward pass."""
+        if len(frames) == 1:
+            return [self.encode(frames[0])]
+        pixels = torch.cat([self.preprocess(f) for f in frames]).to(self.device)
+        hidden = self.model(pixel_values=pixels).last_hidden_state
+        self.calls += len(frames)
+        self.forwards += 1
+        return list(hidden.float().cpu().numpy())
+
+    def warmup(self, n: int, batch_sizes: tuple[int, ...] = (1,)) -> float:
         """Run n encodes of a synthetic frame; return the mean seconds per encode."""
         if n <= 0:
             return 0.0
         rng = np.random.default_rng(0)
         frame = rng.integers(0, 255, size=(self.image_size, self.image_size, 3), dtype=np.uint8)
-        calls = self.calls
+        calls, forwards = self.calls, self.forwards
         t0 = time.perf_counter()
         for _ in range(n):
             self.encode(frame)
-        self.calls = calls  # warm-up encodes are not frames
-        return (time.perf_counter() - t0) / n
+        mean = (time.perf_counter() - t0) / n
+        for size in batch_sizes:  # each batch shape a fleet will send, once or twice
+            if size > 1:
+                for _ in range(2):
+                    self.encode_batch([frame] * size)
+        self.calls, self.forwards = calls, forwards  # warm-up encodes are not frames
+        return mean

@@ -30,6 +30,15 @@ class EncodeOutcome:
     encode_ms: float
 
 
+@dataclass
+class PendingEncode:
+    """A valid frame that is not in the cache: it needs one world-expert call."""
+
+    fp: str
+    stamp_ns: int
+    rgb: np.ndarray
+
+
 class FrameEncoder:
     """Camera frame -> cached representation. A repeated identical frame is a hit."""
 
@@ -57,6 +66,7 @@ class FrameEncoder:
             None  # joints when the current content first arrived
         )
         self.frames = 0  # valid frames seen
+        self.encodes = 0  # this robot's frames the expert encoded (alone or in a batch)
         self.hits = 0  # identical frames served from the cache
         self.timeouts = 0  # encodes slower than the world timeout
         self.rejected: dict[str, int] = {}
@@ -67,7 +77,8 @@ class FrameEncoder:
 
     @property
     def world_calls(self) -> int:
-        return self.expert.calls
+        """World-expert calls for this encoder's frames (one expert may serve a fleet)."""
+        return self.encodes
 
     def check(
         self, encoding: str, height: int, width: int, step: int, data, stamp_ns: int
@@ -93,11 +104,23 @@ class FrameEncoder:
         self, encoding: str, height: int, width: int, step: int, data, stamp_ns: int
     ) -> EncodeOutcome:
         """Raise ImageError (counted) for a bad frame; otherwise return the cache entry."""
+        begun = self.begin(encoding, height, width, step, data, stamp_ns)
+        if isinstance(begun, EncodeOutcome):
+            return begun
+        t0 = time.perf_counter()
+        rep = self.expert.encode(begun.rgb)
+        return self.complete(begun, rep, (time.perf_counter() - t0) * 1e3)
+
+    def begin(
+        self, encoding: str, height: int, width: int, step: int, data, stamp_ns: int
+    ) -> EncodeOutcome | PendingEncode:
+        """Validate and look the frame up: a cache hit is done (EncodeOutcome); a new
+        frame comes back as a PendingEncode for ``complete`` once the expert encoded it
+        (alone, or batched with other robots' frames). ImageError (counted) if bad."""
         t0 = time.perf_counter()
         rgb = self.check(encoding, height, width, step, data, stamp_ns)
         fp = fingerprint(encoding, height, width, data)
-        t1 = time.perf_counter()
-        self.timer.add('validate', (t1 - t0) * 1e3)
+        self.timer.add('validate', (time.perf_counter() - t0) * 1e3)
         entry = self.cache.lookup(fp)
         q = self.joint_positions
         if entry is not None:
@@ -117,15 +140,18 @@ class FrameEncoder:
             self.hits += 1
             return EncodeOutcome(entry, True, 0.0)
         self._content_joints = None if q is None else q.copy()
-        rep = self.expert.encode(rgb)
-        t2 = time.perf_counter()
-        encode_ms = (t2 - t1) * 1e3
+        return PendingEncode(fp, stamp_ns, rgb)
+
+    def complete(self, pending: PendingEncode, rep: np.ndarray, encode_ms: float) -> EncodeOutcome:
+        """Cache the representation the expert computed for ``pending``."""
+        self.encodes += 1
         self.timer.add('encode', encode_ms)
         if encode_ms > self.timeout_ms:
             self.timeouts += 1
-        entry = self.cache.put(fp, stamp_ns, rep)
+        t0 = time.perf_counter()
+        entry = self.cache.put(pending.fp, pending.stamp_ns, rep)
         self.frames += 1  # counted once cached, so calls/frame is exact at any instant
-        self.timer.add('cache_write', (time.perf_counter() - t2) * 1e3)
+        self.timer.add('cache_write', (time.perf_counter() - t0) * 1e3)
         return EncodeOutcome(entry, False, encode_ms)
 
     def calls_per_frame(self) -> float:

@@ -1,0 +1,68 @@
+"""One world expert for many robots: each robot's frames encoded once, batched together.
+
+Every robot keeps its own ``FrameEncoder`` (its own cache, fingerprints, frozen-camera
+check and counters), so one robot's representations never reach another's cache and
+world-expert calls per distinct frame are exact per robot. A batch taken from the
+``BatchWindow`` is validated and looked up robot by robot; the frames that need an
+encode go through the expert in one forward pass.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .frame_encoder import EncodeOutcome, FrameEncoder, PendingEncode
+from .image import ImageError
+
+
+@dataclass
+class Frame:
+    """A camera frame's fields, as the node got them (``sensor_msgs/Image`` layout)."""
+
+    encoding: str
+    height: int
+    width: int
+    step: int
+    data: object
+    stamp_ns: int
+    source: object = None  # the caller's own (the message, for its header)
+
+
+class FleetEncoder:
+    def __init__(self, expert, encoders: Mapping[str, FrameEncoder]):
+        self.expert = expert
+        self.encoders = dict(encoders)
+
+    def encode(
+        self, batch: list[tuple[str, Frame]]
+    ) -> list[tuple[str, Frame, EncodeOutcome | ImageError]]:
+        """Each robot's frame -> its cache entry (hit or new), or the ImageError (counted)."""
+        results: list = []
+        pending: list[tuple[str, Frame, PendingEncode]] = []
+        for robot, f in batch:
+            try:
+                begun = self.encoders[robot].begin(
+                    f.encoding, f.height, f.width, f.step, f.data, f.stamp_ns
+                )
+            except ImageError as exc:
+                results.append((robot, f, exc))
+                continue
+            if isinstance(begun, EncodeOutcome):
+                results.append((robot, f, begun))
+            else:
+                pending.append((robot, f, begun))
+        if pending:
+            t0 = time.perf_counter()
+            reps = self.expert.encode_batch([p.rgb for _, _, p in pending])
+            ms = (time.perf_counter() - t0) * 1e3  # each frame waited for the whole pass
+            for (robot, f, p), rep in zip(pending, reps, strict=True):
+                results.append((robot, f, self.encoders[robot].complete(p, rep, ms)))
+        return results
+
+    @property
+    def batch_mean(self) -> float:
+        """Frames per world-expert forward pass."""
+        e = self.expert
+        return e.calls / e.forwards if e.forwards else float('nan')
