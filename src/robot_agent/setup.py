@@ -23,6 +23,7 @@ setup(
             'sim_robot = robot_agent.sim_robot:main',
             'agent = robot_agent.agent_node:main',
             'stack = robot_agent.stack:main',
+            'fleet = robot_agent.fleet:main',
         ]
     },
 )

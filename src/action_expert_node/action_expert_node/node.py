@@ -74,6 +74,7 @@ class ActionExpertNode(LifecycleNode):
         self.late_stamps = 0  # chunks published after their own stamp (must stay 0)
         # camera stamp -> first chunk that used its representation
         self.obs_to_action = LatencyWindow()
+        self.repr_age = LatencyWindow()  # age of the representation each chunk used, ms
         self._last_fire = None
         self.rejected = {}
         self.last_reason = ''
@@ -282,6 +283,7 @@ class ActionExpertNode(LifecycleNode):
                 self.late_stamps += 1
             self._out_rate.tick(sent)
         if res.kind == 'chunk' and reason == res.reason:
+            self.repr_age.add(res.repr_age_ms)
             if res.new_representation:
                 self.obs_to_action.add((time.time_ns() - res.obs_stamp_ns) / 1e6)
             self.last_reason = ''
@@ -364,6 +366,7 @@ class ActionExpertNode(LifecycleNode):
             convert.latency_stats('wake', self.wake.summary()),
             convert.latency_stats('serving', self.serving.summary()),
             convert.latency_stats('obs_to_action', self.obs_to_action.summary()),
+            convert.latency_stats('repr_age', self.repr_age.summary()),
         ]
         return ActionExpertStatus(
             level=level,

@@ -53,8 +53,8 @@ class Monitor(Node):
     trajectory reaching /arm_controller/joint_trajectory is held against
     joint_trajectory_controller's acceptance rules (``conformance``)."""
 
-    def __init__(self, joint_names=TABLETOP_ARM.joint_names):
-        super().__init__('stack_monitor')
+    def __init__(self, joint_names=TABLETOP_ARM.joint_names, namespace: str = ''):
+        super().__init__('stack_monitor', namespace=namespace)
         self.conformance = ConformanceCounter()
         self._rules = ControllerRules(list(joint_names))
         self.last_violations: list[str] = []

@@ -1,0 +1,408 @@
+"""Bring up a fleet: N robots, one world expert for all of them, an action expert and a
+clamping gate per robot.
+
+    fleet [--robots N] [--mode multi|single] [--robot sim|synthetic] [--duration S]
+          [--json OUT]
+
+Robot k's nodes live under /robot<k>/ (camera/image_raw, joint_states,
+arm_controller/joint_trajectory, safety/stop, action_expert/..., harness/...); the world
+expert runs in the root namespace with ``robots:=[robot1, ...]`` and publishes each
+robot's descriptor under that robot's namespace, from one shared-memory ring per robot.
+
+multi (default): the world expert in its own process, and per robot an action-expert
+  process and a harness process: one robot's crash leaves the others running.
+single: every node on one executor, in-process caches (a quick look).
+This process runs the robots (the MuJoCo tabletop with its agent, or the synthetic
+source, each with its own seed) and one monitor per robot, and ends with a per-robot
+summary. The parameters are config/wam.yaml plus config/fleet.yaml (the fleet's
+overlay: a robot's gate depends on its own action expert and the shared world expert).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import rclpy
+from rclpy.parameter import Parameter
+
+from wam_core.cache.inprocess import InProcessCache
+from wam_core.common.config import WorldExpertParams
+from wam_core.common.params import load_params
+from wam_core.common.paths import default_config, workspace_root
+from wam_util.executors import bring_up, make_executor, spin_slice
+
+from .stack import NAN, Monitor, _count, _die_with_parent, _latency
+
+CHILDREN = {
+    'world': 'world_expert_node.node',
+    'action': 'action_expert_node.node',
+    'harness': 'harness_node.node',
+}
+
+
+def fleet_config() -> str:
+    """The fleet's parameter overlay (after config/wam.yaml)."""
+    return os.path.join(workspace_root(), 'config', 'fleet.yaml')
+
+
+def robot_names(n: int) -> list[str]:
+    return [f'robot{i + 1}' for i in range(n)]
+
+
+class Fleet:
+    def __init__(
+        self,
+        robots: int = 2,
+        mode: str = 'multi',
+        config: str | None = None,
+        robot: str = 'synthetic',
+        camera_hz: float = 30.0,
+        seed: int = 0,
+        agent: bool = False,
+        instruction: str | None = None,
+        extra_args: list[str] | None = None,
+    ):
+        if robots < 1:
+            raise ValueError(f'a fleet has at least one robot, got {robots}')
+        if mode not in ('single', 'multi'):
+            raise ValueError(f'unknown mode {mode!r}')
+        self.mode = mode
+        self.names = robot_names(robots)
+        self.config = config or default_config()
+        self._ros_args = [
+            '--ros-args',
+            '--params-file',
+            self.config,
+            '--params-file',
+            fleet_config(),
+            *(extra_args or []),
+        ]
+        self.children: dict[str, subprocess.Popen] = {}
+        self.world = None
+        self.actions: dict[str, object] = {}
+        self.harnesses: dict[str, object] = {}
+        sys.setswitchinterval(0.0005)  # see Stack: the ticks must not wait 5 ms for the GIL
+        rclpy.init(args=['fleet'] + self._ros_args)
+        self.executor = make_executor()
+        self.robots: dict[str, object] = {}
+        self.monitors: dict[str, Monitor] = {}
+        self.agents: dict[str, object] = {}
+        for i, name in enumerate(self.names):
+            ns = f'/{name}'
+            over = [
+                Parameter('seed', value=int(seed + i)),
+                Parameter('camera_hz', value=float(camera_hz)),
+            ]
+            if robot == 'sim':
+                from .sim_robot import SimRobot
+
+                self.robots[name] = SimRobot(namespace=ns, parameter_overrides=over)
+            elif robot == 'synthetic':
+                from .synthetic_robot import SyntheticRobot
+
+                self.robots[name] = SyntheticRobot(namespace=ns, parameter_overrides=over)
+            else:
+                raise ValueError(f'unknown robot {robot!r}')
+            self.monitors[name] = Monitor(namespace=ns)
+            if agent:
+                from .agent_node import AgentNode
+
+                agent_over = [Parameter('instruction', value=instruction)] if instruction else []
+                self.agents[name] = AgentNode(namespace=ns, parameter_overrides=agent_over)
+        for n in (*self.robots.values(), *self.monitors.values(), *self.agents.values()):
+            self.executor.add_node(n)
+        if mode == 'single':
+            self._start_single()
+        else:
+            self._start_multi()
+
+    # bring-up ---------------------------------------------------------------------
+    def _start_single(self) -> None:
+        from action_expert_node.node import ActionExpertNode
+        from harness_node.node import HarnessNode
+        from world_expert_node.node import WorldExpertNode
+
+        cfg = load_params(self.config, 'world_expert', WorldExpertParams)
+        caches = {
+            r: InProcessCache(cfg.repr_cache.capacity, cfg.repr_cache.ttl_ms, '')
+            for r in self.names
+        }
+        self.world = WorldExpertNode(
+            cache=caches, parameter_overrides=[Parameter('robots', value=self.names)]
+        )
+        self.executor.add_node(self.world)
+        bring_up(self.world)
+        for r in self.names:
+            self.actions[r] = ActionExpertNode(namespace=f'/{r}', cache=caches[r])
+            self.harnesses[r] = HarnessNode(namespace=f'/{r}')
+            self.executor.add_node(self.actions[r])
+            self.executor.add_node(self.harnesses[r])
+            bring_up(self.actions[r])
+
+    def _start_multi(self) -> None:
+        self.start_child('world')
+        time.sleep(0.5)  # the writer creates the segments; readers attach lazily anyway
+        for r in self.names:
+            self.start_child('action', r)
+            self.start_child('harness', r)
+
+    def start_child(self, role: str, robot: str = '') -> subprocess.Popen:
+        """(Re)start one node process: 'world', or a robot's 'action' or 'harness'."""
+        args = list(self._ros_args)
+        if role == 'world':
+            args += ['-p', f'world_expert:robots:=[{",".join(self.names)}]']
+        else:
+            args += ['-r', f'__ns:=/{robot}']
+        if role in ('world', 'action'):
+            args += ['-p', 'repr_cache.backend:=shm']
+        p = subprocess.Popen(
+            [sys.executable, '-m', CHILDREN[role], *args],
+            env=dict(os.environ, PYTHONUNBUFFERED='1'),
+            preexec_fn=_die_with_parent,
+        )
+        self.children[f'{robot}/{role}' if robot else role] = p
+        return p
+
+    def kill_child(self, key: str, sig: int = signal.SIGKILL) -> subprocess.Popen:
+        """Signal one node process ('world', 'robot2/action', ...), for fault drills."""
+        p = self.children.pop(key)
+        p.send_signal(sig)
+        return p
+
+    # running ----------------------------------------------------------------------
+    def spin_for(self, seconds: float, on_status=None, status_every: float = 1.0, until=None):
+        end = time.monotonic() + seconds
+        next_status = time.monotonic() + status_every
+        while time.monotonic() < end and not (until is not None and until()):
+            if not rclpy.ok():
+                raise KeyboardInterrupt
+            spin_slice(self.executor, min(0.1, max(end - time.monotonic(), 0.0)))
+            if on_status and time.monotonic() >= next_status:
+                next_status += status_every
+                on_status(self)
+            for key, p in self.children.items():
+                if p.poll() is not None:
+                    raise RuntimeError(f'{key} ({p.args[2]}) exited with {p.returncode}')
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Until every robot gets chunks and hears both experts' statuses."""
+        end = time.monotonic() + timeout
+
+        def ready(m: Monitor) -> bool:
+            return m.chunks > 0 and m.action is not None and m.world is not None
+
+        while not all(ready(m) for m in self.monitors.values()) and time.monotonic() < end:
+            self.spin_for(0.1)
+        late = [r for r, m in self.monitors.items() if not ready(m)]
+        if late:
+            raise RuntimeError(f'{", ".join(late)}: no chunks and statuses within {timeout} s')
+
+    def reset_counters(self) -> None:
+        """Start the monitors' own counts afresh (after warm-up)."""
+        for m in self.monitors.values():
+            m.chunks = m.holds = m.forwarded = 0
+
+    # figures ----------------------------------------------------------------------
+    def robot_stats(self, robot: str) -> dict[str, float]:
+        m = self.monitors[robot]
+        a, w = m.action, m.world
+
+        def of(status, field: str) -> float:
+            return NAN if status is None else float(getattr(status, field))
+
+        mine = None if w is None else next((e for e in w.per_robot if e.robot == robot), None)
+        ticks = of(a, 'ticks')
+        out = {
+            'ticks': ticks,
+            'chunks': of(a, 'chunks'),
+            'degraded_ticks': of(a, 'degraded_ticks'),
+            'degraded_share': of(a, 'degraded_ticks') / ticks if ticks else NAN,
+            'held_ticks': _count(a, 'degraded_outcomes', 'held'),
+            'chunk_hz': of(a, 'chunk_rate_hz'),
+            'tick_ms_p99': _latency(a, 'tick', 'p99_ms'),
+            'period_ms_p99': _latency(a, 'period', 'p99_ms'),
+            'repr_age_ms_p99': _latency(a, 'repr_age', 'p99_ms'),
+            'obs_to_action_ms_p99': _latency(a, 'obs_to_action', 'p99_ms'),
+            'frames': NAN if mine is None else float(mine.frames),
+            'world_calls_per_frame': NAN if mine is None else mine.calls_per_distinct_frame,
+            'forwarded': float(m.forwarded),
+            'conformance_violations': float(m.conformance.total),
+            'safety_stop': float(m.safety_stop),
+        }
+        agent = self.agents.get(robot)
+        if agent is not None:
+            ag = agent.agent
+            out['success'] = float(ag.state == 'DONE')
+            out['time_s'] = (
+                ag.finished - ag.started
+                if ag.finished is not None and ag.started is not None
+                else NAN
+            )
+        return out
+
+    def batch_mean(self) -> float:
+        w = next(iter(self.monitors.values())).world
+        return NAN if w is None else float(w.batch_mean)
+
+    def memory_mb(self) -> dict[str, float]:
+        """Resident memory of this process and every child together: RSS summed (counts
+        the shared libraries once per process) and PSS summed (shares them out: what the
+        fleet really occupies)."""
+        rss = pss = 0.0
+        for pid in [os.getpid(), *(p.pid for p in self.children.values())]:
+            try:
+                info = psutil.Process(pid).memory_full_info()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            rss += info.rss / 2**20
+            pss += getattr(info, 'pss', info.rss) / 2**20
+        return {'rss_mb_total': rss, 'pss_mb_total': pss}
+
+    def shutdown(self) -> None:
+        for p in self.children.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        for p in self.children.values():
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.executor.shutdown()
+        for n in (self.world, *self.actions.values()):
+            if n is not None:
+                n.release()
+        for n in list(self.executor.get_nodes()):
+            try:
+                n.destroy_node()
+            except Exception:
+                pass
+        rclpy.try_shutdown()
+
+
+def status_line(fleet: Fleet) -> str:
+    parts = []
+    for r in fleet.names:
+        s = fleet.robot_stats(r)
+        m = fleet.monitors[r]
+        agent = fleet.agents.get(r)
+        state = f'{agent.agent.state} ' if agent is not None else ''
+        stop = ' STOP' if m.safety_stop else ''
+        parts.append(
+            f'{r}: {state}{s["chunk_hz"]:.0f} Hz, tick p99 {s["tick_ms_p99"]:.1f} ms, '
+            f'calls/frame {s["world_calls_per_frame"]:.2f}{stop}'
+        )
+    return ' | '.join(parts) + f' | batch {fleet.batch_mean():.2f}'
+
+
+def print_summary(fleet: Fleet, seconds: float) -> None:
+    stats = {r: fleet.robot_stats(r) for r in fleet.names}
+    rows = [('robot', fleet.names)]
+    if fleet.agents:
+        rows += [
+            ('success', ['yes' if stats[r]['success'] else 'no' for r in fleet.names]),
+            ('time s', [f'{stats[r]["time_s"]:.1f}' for r in fleet.names]),
+            ('agent state', [fleet.agents[r].agent.state for r in fleet.names]),
+        ]
+
+    def col(key, fmt):
+        return [format(stats[r][key], fmt) for r in fleet.names]
+
+    rows += [
+        ('ticks', col('ticks', '.0f')),
+        ('chunks', col('chunks', '.0f')),
+        ('degraded ticks', col('degraded_ticks', '.0f')),
+        ('held ticks', col('held_ticks', '.0f')),
+        ('chunks forwarded', col('forwarded', '.0f')),
+        ('world calls per distinct frame', col('world_calls_per_frame', '.2f')),
+        ('tick ms p99', col('tick_ms_p99', '.2f')),
+        ('period ms p99', col('period_ms_p99', '.2f')),
+        ('representation age ms p99', col('repr_age_ms_p99', '.1f')),
+        ('obs -> action ms p99', col('obs_to_action_ms_p99', '.1f')),
+        ('conformance violations', col('conformance_violations', '.0f')),
+    ]
+    mem = fleet.memory_mb()
+    width = max(len(k) for k, _ in rows)
+    cols = max(len(v) for _, vals in rows for v in vals) + 2
+    line = '-' * (width + 2 + cols * len(fleet.names))
+    print('\n' + line)
+    for k, vals in rows:
+        print(f'{k:<{width}}  ' + ''.join(f'{v:>{cols}}' for v in vals))
+    print(line)
+    print(
+        f'{fleet.mode}, {len(fleet.names)} robots, {seconds:.0f} s; one world expert, mean '
+        f'{fleet.batch_mean():.2f} frames per forward pass; memory: RSS {mem["rss_mb_total"]:.0f}'
+        f' MB summed, PSS {mem["pss_mb_total"]:.0f} MB'
+    )
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument('--robots', type=int, default=2)
+    ap.add_argument('--mode', choices=['multi', 'single'], default='multi')
+    ap.add_argument('--robot', choices=['sim', 'synthetic'], default='sim')
+    ap.add_argument('--duration', type=float, default=90.0, help='seconds at most')
+    ap.add_argument('--instruction', default='put the red apple in the fridge')
+    ap.add_argument('--config', default=None, help='parameter file (default: config/wam.yaml)')
+    ap.add_argument('--seed', type=int, default=0, help="robot k's episode seed is seed + k - 1")
+    ap.add_argument('--json', help='write the per-robot figures here')
+    args = ap.parse_args(argv)
+    if args.robots < 1:
+        ap.error('--robots must be at least 1')
+    tty = sys.stdout.isatty()
+
+    def show(fleet):
+        line = status_line(fleet)
+        print(('\r' + line) if tty else line, end='' if tty else '\n', flush=True)
+
+    fleet = Fleet(
+        args.robots,
+        args.mode,
+        args.config,
+        robot=args.robot,
+        seed=args.seed,
+        agent=args.robot == 'sim',
+        instruction=args.instruction,
+    )
+    ok = True
+    try:
+        fleet.wait_ready()
+
+        def finished():
+            return bool(fleet.agents) and all(
+                a.agent.state in ('DONE', 'ABORTED') for a in fleet.agents.values()
+            )
+
+        t0 = time.monotonic()
+        fleet.spin_for(args.duration, show, 1.0 if tty else 5.0, until=finished)
+        elapsed = time.monotonic() - t0
+        fleet.spin_for(1.2)  # one more diagnostics round with the final counters
+        print_summary(fleet, elapsed)
+        stats = {r: fleet.robot_stats(r) for r in fleet.names}
+        if fleet.agents:
+            ok = all(s['success'] for s in stats.values())
+        if args.json:
+            with open(args.json, 'w') as fh:
+                json.dump(
+                    {'robots': stats, 'batch_mean': fleet.batch_mean(), **fleet.memory_mb()},
+                    fh,
+                    indent=2,
+                )
+    except KeyboardInterrupt:
+        pass
+    finally:
+        fleet.shutdown()
+    return 0 if ok else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
