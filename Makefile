@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 ENV := source scripts/env.sh
 DEMO_ARGS ?=
-.PHONY: setup demo demo-multi test test-llm bench data train dagger eval faults soak clean
+.PHONY: setup demo demo-multi demo-fleet test test-llm bench data train dagger eval faults soak clean
 
 setup:
 	@bash scripts/setup.sh
@@ -12,6 +12,9 @@ demo: setup                       ## the hot path on the synthetic robot, one pr
 
 demo-multi: setup                 ## the same with one process per expert and the shm cache
 	@$(ENV) && python -m robot_agent.stack --mode multi $(DEMO_ARGS)
+
+demo-fleet: setup                 ## ROBOTS simulated tabletops (default 2), one world expert, an action expert and gate each
+	@$(ENV) && python -m robot_agent.fleet --robots $(or $(ROBOTS),2) $(FLEET_ARGS)
 
 test: setup                       ## ruff + colcon build + colcon test + colcon test-result
 	@bash scripts/run_tests.sh

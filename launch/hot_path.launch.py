@@ -12,49 +12,14 @@ it is serving. On this machine use ``make demo`` / ``make demo-multi`` instead.
 import os
 
 import launch.actions
-import launch.events
 import launch.substitutions
 import launch_ros.actions
-import launch_ros.event_handlers
-import launch_ros.events.lifecycle
-import lifecycle_msgs.msg
 from launch.conditions import LaunchConfigurationEquals
 
 import launch
+from wam_util.launching import managed_node
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _managed(package, executable, name, params):
-    node = launch_ros.actions.LifecycleNode(
-        package=package,
-        executable=executable,
-        name=name,
-        namespace='',
-        output='screen',
-        parameters=params,
-    )
-    configure = launch.actions.EmitEvent(
-        event=launch_ros.events.lifecycle.ChangeState(
-            lifecycle_node_matcher=launch.events.matches_action(node),
-            transition_id=lifecycle_msgs.msg.Transition.TRANSITION_CONFIGURE,
-        )
-    )
-    activate = launch.actions.RegisterEventHandler(
-        launch_ros.event_handlers.OnStateTransition(
-            target_lifecycle_node=node,
-            goal_state='inactive',
-            entities=[
-                launch.actions.EmitEvent(
-                    event=launch_ros.events.lifecycle.ChangeState(
-                        lifecycle_node_matcher=launch.events.matches_action(node),
-                        transition_id=lifecycle_msgs.msg.Transition.TRANSITION_ACTIVATE,
-                    )
-                )
-            ],
-        )
-    )
-    return [node, activate, configure]
 
 
 def generate_launch_description():
@@ -80,8 +45,8 @@ def generate_launch_description():
             'WAM_ROOT', os.path.normpath(os.path.join(HERE, '..'))
         ),
     ]
-    actions += _managed('world_expert_node', 'world_expert', 'world_expert', [config, shm])
-    actions += _managed('action_expert_node', 'action_expert', 'action_expert', [config, shm])
+    actions += managed_node('world_expert_node', 'world_expert', 'world_expert', [config, shm])
+    actions += managed_node('action_expert_node', 'action_expert', 'action_expert', [config, shm])
     actions.append(
         launch_ros.actions.Node(
             package='harness_node',

@@ -111,13 +111,9 @@ class Fleet:
             else:
                 raise ValueError(f'unknown robot {robot!r}')
             self.monitors[name] = Monitor(namespace=ns)
-            if agent:
-                from .agent_node import AgentNode
-
-                agent_over = [Parameter('instruction', value=instruction)] if instruction else []
-                self.agents[name] = AgentNode(namespace=ns, parameter_overrides=agent_over)
-        for n in (*self.robots.values(), *self.monitors.values(), *self.agents.values()):
+        for n in (*self.robots.values(), *self.monitors.values()):
             self.executor.add_node(n)
+        self._agent, self._instruction = agent, instruction
         if mode == 'single':
             self._start_single()
         else:
@@ -196,13 +192,32 @@ class Fleet:
         end = time.monotonic() + timeout
 
         def ready(m: Monitor) -> bool:
-            return m.chunks > 0 and m.action is not None and m.world is not None
+            return (
+                m.chunks > 0
+                and m.action is not None
+                and m.world is not None
+                and m.gate is not None
+                and m.task is not None
+            )
 
         while not all(ready(m) for m in self.monitors.values()) and time.monotonic() < end:
             self.spin_for(0.1)
         late = [r for r, m in self.monitors.items() if not ready(m)]
         if late:
             raise RuntimeError(f'{", ".join(late)}: no chunks and statuses within {timeout} s')
+
+    def start_agents(self) -> None:
+        """One robot agent per robot, once the fleet is ready: with several processes
+        starting on two cores a harness can take longer to come up than an agent waits
+        for a plan."""
+        if not self._agent:
+            return
+        from .agent_node import AgentNode
+
+        over = [Parameter('instruction', value=self._instruction)] if self._instruction else []
+        for name in self.names:
+            self.agents[name] = AgentNode(namespace=f'/{name}', parameter_overrides=over)
+            self.executor.add_node(self.agents[name])
 
     def reset_counters(self) -> None:
         """Start the monitors' own counts afresh (after warm-up)."""
@@ -376,6 +391,7 @@ def main(argv=None) -> int:
     ok = True
     try:
         fleet.wait_ready()
+        fleet.start_agents()
 
         def finished():
             return bool(fleet.agents) and all(
