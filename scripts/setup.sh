@@ -30,6 +30,21 @@ if ! have_gl; then
   fi
 fi
 
+# The Mooncake Store's transfer engine links the RDMA and NUMA libraries even for TCP.
+have_rdma_libs() {
+  ldconfig -p | grep -q 'libibverbs.so.1' && ldconfig -p | grep -q 'librdmacm.so.1' \
+    && ldconfig -p | grep -q 'libnuma.so.1'
+}
+if ! have_rdma_libs; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    say "installing libibverbs1 librdmacm1 libnuma1 for the Mooncake Store (apt-get)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      libibverbs1 librdmacm1 libnuma1 >/dev/null
+  else
+    echo "[setup] warning: install libibverbs1 librdmacm1 libnuma1 for the mooncake cache backend" >&2
+  fi
+fi
+
 if [ ! -x "$VENV/bin/python" ]; then
   say "creating virtual environment $VENV"
   "$PY" -m venv "$VENV"

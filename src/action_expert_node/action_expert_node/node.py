@@ -29,6 +29,7 @@ from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
 from wam_core.cache.factory import open_cache_reader
+from wam_core.cache.mooncake import RemoteRepresentation
 from wam_core.cache.protocol import CacheError
 from wam_core.common.config import ActionExpertParams
 from wam_core.common.params import ConfigError
@@ -58,6 +59,7 @@ class ActionExpertNode(LifecycleNode):
         self.params = NodeParams(self, ActionExpertParams)
         self.cfg: ActionExpertParams | None = None
         self._shared_cache = cache
+        self._remote = False
         # the robot this expert drives: it reads only that robot's representations
         self.robot = robot_of_namespace(self.get_namespace())
         self.cache = None
@@ -75,6 +77,7 @@ class ActionExpertNode(LifecycleNode):
         # camera stamp -> first chunk that used its representation
         self.obs_to_action = LatencyWindow()
         self.repr_age = LatencyWindow()  # age of the representation each chunk used, ms
+        self.fetch = LatencyWindow()  # mooncake: descriptor -> tensor in the local ring, ms
         self._last_fire = None
         self.rejected = {}
         self.last_reason = ''
@@ -109,6 +112,7 @@ class ActionExpertNode(LifecycleNode):
             return TransitionCallbackReturn.FAILURE
         self.manifest = manifest
         self.world_version = str(manifest.extra.get('world_version', manifest.version))
+        self._remote = hasattr(self.cache, 'prefetch')
         self.ticker = ActionTicker(
             model,
             self.cache,
@@ -117,6 +121,11 @@ class ActionExpertNode(LifecycleNode):
             model.config.subtask_dim,
             cfg.timeout_ms,
         )
+        if self._remote:
+            self.cache.on_fetch_ms = self.fetch.add
+            self.cache.on_ready = lambda e: self.ticker.set_descriptor(
+                Descriptor(e.key, e.version, e.slot, e.epoch)
+            )
         self.stream = ChunkStream(
             cfg.robot.joint_names,
             cfg.joint_limits,
@@ -238,6 +247,20 @@ class ActionExpertNode(LifecycleNode):
             self._reject(
                 'descriptor',
                 ValueError(f'representation of robot {msg.robot!r}, this is {self.robot!r}'),
+            )
+            return
+        if self._remote:  # mooncake: fetch now, off the tick; the ticker hears when ready
+            self.cache.prefetch(
+                RemoteRepresentation(
+                    msg.segment,
+                    msg.key,
+                    msg.model_version,
+                    convert.stamp_to_ns(msg.header.stamp),
+                    tuple(msg.shape),
+                    msg.dtype,
+                    msg.checksum,
+                    msg.epoch,
+                )
             )
             return
         if self.cache is not None and 0 < self.cache.capacity <= msg.slot:
@@ -368,6 +391,8 @@ class ActionExpertNode(LifecycleNode):
             convert.latency_stats('obs_to_action', self.obs_to_action.summary()),
             convert.latency_stats('repr_age', self.repr_age.summary()),
         ]
+        if self._remote:
+            latency.append(convert.latency_stats('fetch', self.fetch.summary()))
         return ActionExpertStatus(
             level=level,
             message=message,
@@ -388,7 +413,16 @@ class ActionExpertNode(LifecycleNode):
             representation_rate_hz=rep_rate,
             expected_representation_hz=rep_hz,
             degraded=convert.reason_counts(t.degraded),
-            rejected_inputs=convert.reason_counts(self.rejected),
+            rejected_inputs=convert.reason_counts(
+                {
+                    **self.rejected,
+                    # mooncake: fetched tensors refused (size, checksum, failed, superseded)
+                    **{
+                        f'fetch_{k}': v
+                        for k, v in getattr(self.cache, 'fetch_refused', {}).items()
+                    },
+                }
+            ),
             latency=latency,
             degraded_outcomes=convert.reason_counts(self.stream.outcomes),
             stamp_lead_periods=self.lead,

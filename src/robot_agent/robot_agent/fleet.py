@@ -33,12 +33,17 @@ import rclpy
 from rclpy.parameter import Parameter
 
 from wam_core.cache.inprocess import InProcessCache
+from wam_core.cache.mooncake_master import MooncakeMaster, free_port
 from wam_core.common.config import WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config, workspace_root
 from wam_util.executors import bring_up, make_executor, spin_slice
 
 from .stack import NAN, Monitor, _count, _die_with_parent, _latency
+
+# Two hosts on one machine: the world expert's side of the Mooncake Store binds to
+# 127.0.0.2, the robots' side to 127.0.0.3 (Linux answers all of 127.0.0.0/8 on lo).
+WORLD_HOST, ROBOT_HOST = '127.0.0.2', '127.0.0.3'
 
 CHILDREN = {
     'world': 'world_expert_node.node',
@@ -68,11 +73,18 @@ class Fleet:
         agent: bool = False,
         instruction: str | None = None,
         extra_args: list[str] | None = None,
+        cache: str = 'shm',
+        world_host: str = WORLD_HOST,
+        robot_host: str = ROBOT_HOST,
     ):
         if robots < 1:
             raise ValueError(f'a fleet has at least one robot, got {robots}')
         if mode not in ('single', 'multi'):
             raise ValueError(f'unknown mode {mode!r}')
+        if cache not in ('shm', 'mooncake') or (cache == 'mooncake' and mode != 'multi'):
+            raise ValueError(f'cache {cache!r}: shm, or mooncake with mode multi')
+        self.cache = cache
+        self.master: MooncakeMaster | None = None
         self.mode = mode
         self.names = robot_names(robots)
         self.config = config or default_config()
@@ -84,6 +96,22 @@ class Fleet:
             fleet_config(),
             *(extra_args or []),
         ]
+        if cache == 'mooncake':
+            # the store's master on the world host, before any expert joins the store
+            self.master = MooncakeMaster(
+                world_host, free_port(world_host), free_port(world_host)
+            ).start()
+            self.master.wait_ready()
+            self._ros_args += [
+                '-p',
+                f'repr_cache.mooncake.master_address:={self.master.master_address}',
+                '-p',
+                f'repr_cache.mooncake.metadata_server:={self.master.metadata_server}',
+                '-p',
+                f'repr_cache.mooncake.local_hostname:={world_host}',
+                '-p',
+                f'repr_cache.mooncake.reader_hostname:={robot_host}',
+            ]
         self.children: dict[str, subprocess.Popen] = {}
         self.world = None
         self.actions: dict[str, object] = {}
@@ -157,7 +185,7 @@ class Fleet:
         else:
             args += ['-r', f'__ns:=/{robot}']
         if role in ('world', 'action'):
-            args += ['-p', 'repr_cache.backend:=shm']
+            args += ['-p', f'repr_cache.backend:={self.cache}']
         p = subprocess.Popen(
             [sys.executable, '-m', CHILDREN[role], *args],
             env=dict(os.environ, PYTHONUNBUFFERED='1'),
@@ -245,6 +273,8 @@ class Fleet:
             'period_ms_p99': _latency(a, 'period', 'p99_ms'),
             'repr_age_ms_p99': _latency(a, 'repr_age', 'p99_ms'),
             'obs_to_action_ms_p99': _latency(a, 'obs_to_action', 'p99_ms'),
+            'fetch_ms_p50': _latency(a, 'fetch', 'p50_ms'),  # mooncake only
+            'fetch_ms_p99': _latency(a, 'fetch', 'p99_ms'),
             'frames': NAN if mine is None else float(mine.frames),
             'world_calls_per_frame': NAN if mine is None else mine.calls_per_distinct_frame,
             'forwarded': float(m.forwarded),
@@ -300,6 +330,8 @@ class Fleet:
             except Exception:
                 pass
         rclpy.try_shutdown()
+        if self.master is not None:
+            self.master.stop()
 
 
 def status_line(fleet: Fleet) -> str:
@@ -341,6 +373,19 @@ def print_summary(fleet: Fleet, seconds: float) -> None:
         ('period ms p99', col('period_ms_p99', '.2f')),
         ('representation age ms p99', col('repr_age_ms_p99', '.1f')),
         ('obs -> action ms p99', col('obs_to_action_ms_p99', '.1f')),
+        *(
+            [
+                (
+                    'store fetch ms p50 / p99',
+                    [
+                        f'{stats[r]["fetch_ms_p50"]:.2f} / {stats[r]["fetch_ms_p99"]:.2f}'
+                        for r in fleet.names
+                    ],
+                )
+            ]
+            if fleet.cache == 'mooncake'
+            else []
+        ),
         ('conformance violations', col('conformance_violations', '.0f')),
     ]
     mem = fleet.memory_mb()
@@ -369,6 +414,13 @@ def main(argv=None) -> int:
     ap.add_argument('--instruction', default='put the red apple in the fridge')
     ap.add_argument('--config', default=None, help='parameter file (default: config/wam.yaml)')
     ap.add_argument('--seed', type=int, default=0, help="robot k's episode seed is seed + k - 1")
+    ap.add_argument(
+        '--cache',
+        choices=['shm', 'mooncake'],
+        default='shm',
+        help='representations through shared memory (one host) or the Mooncake Store '
+        f'(world host {WORLD_HOST}, robot host {ROBOT_HOST})',
+    )
     ap.add_argument('--json', help='write the per-robot figures here')
     args = ap.parse_args(argv)
     if args.robots < 1:
@@ -387,6 +439,7 @@ def main(argv=None) -> int:
         seed=args.seed,
         agent=args.robot == 'sim',
         instruction=args.instruction,
+        cache=args.cache,
     )
     ok = True
     try:

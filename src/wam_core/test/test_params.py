@@ -37,6 +37,19 @@ def test_the_yaml_has_one_block_per_node_and_a_shared_block():
         'repr_cache.backend',
         'repr_cache.ttl_ms',
         'repr_cache.shm_name',
+        *(
+            f'repr_cache.mooncake.{k}'
+            for k in (
+                'master_address',
+                'metadata_server',
+                'local_hostname',
+                'reader_hostname',
+                'protocol',
+                'device_name',
+                'global_segment_mb',
+                'local_buffer_mb',
+            )
+        ),
     }
     # the joint limits: every field of every joint (the gate and the action expert use them)
     assert {k for k in blocks['/**'] if k.startswith('joint_limits.')} == {

@@ -286,7 +286,10 @@ class WorldExpertNode(LifecycleNode):
         d.header.frame_id = msg.header.frame_id
         d.robot = robot
         d.key, d.model_version = e.key, e.version
-        d.backend, d.segment = cache.backend, getattr(cache, 'segment', '')
+        object_of = getattr(cache, 'object_of', None)  # mooncake: the store object
+        d.backend = cache.backend
+        d.segment = object_of(e) if object_of else getattr(cache, 'segment', '')
+        d.checksum = e.checksum
         d.slot, d.sequence, d.epoch = e.slot, e.sequence, e.epoch
         d.shape, d.dtype = list(e.shape), e.dtype
         d.encode_s = out.encode_ms / 1e3

@@ -21,6 +21,12 @@ def open_cache_writer(cfg, version: str, slot_shape, logger=print, robot: str = 
         return ShmRingWriter(
             segment_name(cfg.shm_name, robot), cfg.capacity, slot_shape, version, logger=logger
         )
+    if cfg.backend == 'mooncake':
+        from .mooncake import MooncakeWriter
+
+        # objects kept in the store per robot (the older ones are removed): a tick only
+        # ever wants the newest, and the world host lends the store a bounded segment
+        return MooncakeWriter(cfg.mooncake, version, slot_shape, robot, min(cfg.capacity, 64))
     raise CacheError(
         f'backend {cfg.backend!r} is not available on this machine (cuda_ipc needs a GPU)'
     )
@@ -30,6 +36,10 @@ def open_cache_reader(cfg, robot: str = '') -> CacheReader:
     """An action expert's view of another process's cache (in-process readers share the writer)."""
     if cfg.backend == 'shm':
         return ShmRingReader(segment_name(cfg.shm_name, robot), cfg.ttl_ms)
+    if cfg.backend == 'mooncake':
+        from .mooncake import MooncakeReader
+
+        return MooncakeReader(cfg.mooncake, cfg.ttl_ms, robot)
     raise CacheError(
         f'backend {cfg.backend!r} has no stand-alone reader; in-process readers share the writer'
     )

@@ -56,6 +56,7 @@ class CacheEntry:
     shape: tuple[int, ...]
     dtype: str
     epoch: int = 0
+    checksum: int = 0  # CRC-32 of the bytes, where the bytes travel (mooncake)
 
 
 @dataclass

@@ -16,7 +16,7 @@ from .params import ConfigError, param, per_joint, section
 from .robot import TABLETOP_ARM, JointLimit
 
 PRECISIONS = ('auto', 'bf16', 'fp16', 'fp32')
-CACHE_BACKENDS = ('inprocess', 'shm', 'cuda_ipc')
+CACHE_BACKENDS = ('inprocess', 'shm', 'mooncake', 'cuda_ipc')
 
 
 # ----------------------------------------------------------------------------- shared
@@ -46,11 +46,37 @@ class ControlConfig:
 
 
 @dataclass
+class MooncakeConfig:
+    master_address: str = param(
+        '127.0.0.1:50051', "mooncake_master's RPC address, host:port (the world host)"
+    )
+    metadata_server: str = param(
+        'http://127.0.0.1:8080/metadata',
+        "the transfer engine's metadata service (mooncake_master's built-in HTTP server)",
+    )
+    local_hostname: str = param(
+        '127.0.0.1', "the world expert's transfer-engine address (its host's address)"
+    )
+    reader_hostname: str = param(
+        '127.0.0.1', "an action expert's transfer-engine address (the robot host's address)"
+    )
+    protocol: str = param(
+        'tcp', 'transport: tcp here; rdma or efa in production', choices=('tcp', 'rdma', 'efa')
+    )
+    device_name: str = param('', 'RDMA/EFA device (NIC) name; empty for tcp')
+    global_segment_mb: int = param(
+        64, 'memory the world host lends the store for representations, MiB', min=1, max=1 << 20
+    )
+    local_buffer_mb: int = param(16, "each client's transfer buffer, MiB", min=1, max=1 << 20)
+
+
+@dataclass
 class ReprCacheConfig:
     backend: str = param(
         'inprocess',
         'representation cache: inprocess (every node in one process) | shm (POSIX shared '
-        'memory, one process per expert) | cuda_ipc (GPU)',
+        'memory, one process per expert) | mooncake (the Mooncake Store, across hosts) | '
+        'cuda_ipc (GPU)',
         choices=CACHE_BACKENDS,
     )
     ttl_ms: float = param(
@@ -60,6 +86,7 @@ class ReprCacheConfig:
         max=60000.0,
     )
     shm_name: str = param('wam_repr', 'shared-memory segment name under /dev/shm (shm backend)')
+    mooncake: MooncakeConfig = section(MooncakeConfig)
 
     def validate(self) -> None:
         if not self.shm_name or '/' in self.shm_name:

@@ -1,0 +1,136 @@
+"""The mooncake backend against a real mooncake_master, across two processes (no ROS).
+
+The world-host side (writer) runs in a child process bound to 127.0.0.2, the robot-host
+side (reader) here at 127.0.0.3; traffic stays on loopback.
+"""
+
+import multiprocessing as mp
+import time
+
+import numpy as np
+import pytest
+
+from wam_core.cache.mooncake import (
+    CHECKSUM,
+    SIZE_MISMATCH,
+    MooncakeReader,
+    MooncakeWriter,
+    RemoteRepresentation,
+)
+from wam_core.cache.mooncake_master import MooncakeMaster, free_port
+from wam_core.cache.protocol import STALE, VERSION
+from wam_core.common.config import MooncakeConfig
+
+pytest.importorskip('mooncake.store', reason='mooncake-transfer-engine-non-cuda not installed')
+
+WORLD_HOST, ROBOT_HOST = '127.0.0.2', '127.0.0.3'
+SHAPE = (65, 192)
+
+
+@pytest.fixture(scope='module')
+def master():
+    m = MooncakeMaster(WORLD_HOST, free_port(WORLD_HOST), free_port(WORLD_HOST)).start()
+    try:
+        m.wait_ready(20)
+        yield m
+    finally:
+        m.stop()
+
+
+def _cfg(m):
+    return MooncakeConfig(
+        master_address=m.master_address,
+        metadata_server=m.metadata_server,
+        local_hostname=WORLD_HOST,
+        reader_hostname=ROBOT_HOST,
+        global_segment_mb=16,
+        local_buffer_mb=4,
+    )
+
+
+def _writer_proc(cfg, q_in, q_out):
+    """The world host: put what it is told, report each entry's descriptor fields."""
+    w = MooncakeWriter(cfg, 'v1', SHAPE, robot='robot1', capacity=4)
+    while True:
+        job = q_in.get()
+        if job is None:
+            break
+        fp, seed = job
+        arr = np.random.default_rng(seed).standard_normal(SHAPE).astype(np.float32)
+        e = w.put(fp, time.time_ns(), arr)
+        q_out.put((w.object_of(e), e.key, e.version, e.stamp_ns, e.checksum, float(arr.sum())))
+    w.close()
+
+
+def _remote(desc, **change):
+    name, key, version, stamp, crc, _ = desc
+    fields = dict(
+        name=name,
+        key=key,
+        version=version,
+        stamp_ns=stamp,
+        shape=SHAPE,
+        dtype='float32',
+        checksum=crc,
+        epoch=1,
+    )
+    fields.update(change)
+    return RemoteRepresentation(**fields)
+
+
+def _wait(pred, timeout=5.0):
+    end = time.monotonic() + timeout
+    while not pred() and time.monotonic() < end:
+        time.sleep(0.005)
+    return pred()
+
+
+def test_fetch_across_processes_on_descriptor_and_refusals(master):
+    cfg = _cfg(master)
+    ctx = mp.get_context('spawn')
+    q_in, q_out = ctx.Queue(), ctx.Queue()
+    writer = ctx.Process(target=_writer_proc, args=(cfg, q_in, q_out), daemon=True)
+    writer.start()
+    reader = MooncakeReader(cfg, ttl_ms=1000.0, robot='robot1')
+    ready, fetch_ms = [], []
+    reader.on_ready = ready.append
+    reader.on_fetch_ms = fetch_ms.append
+    try:
+        q_in.put(('fp0', 0))
+        d0 = q_out.get(timeout=30)
+        reader.prefetch(_remote(d0))
+        assert _wait(lambda: len(ready) == 1), reader.fetch_refused
+        entry = ready[0]
+        got = reader.read(entry.slot, 'v1', entry.key)
+        assert got.ok and got.array.shape == SHAPE
+        assert got.array.sum() == pytest.approx(d0[5], rel=1e-5)  # the writer's bytes
+        assert len(fetch_ms) == 1 and fetch_ms[0] > 0
+        # wrong size, wrong checksum: refused with the reason, nothing reaches the ring
+        reader.prefetch(_remote(d0, shape=(64, 192)))
+        assert _wait(lambda: reader.fetch_refused.get(SIZE_MISMATCH) == 1)
+        q_in.put(('fp1', 1))
+        d1 = q_out.get(timeout=10)
+        reader.prefetch(_remote(d1, checksum=d1[4] ^ 1))
+        assert _wait(lambda: reader.fetch_refused.get(CHECKSUM) == 1)
+        assert len(ready) == 1
+        # the version and TTL rules of every backend apply at the tick's read
+        assert reader.read(entry.slot, 'v2', entry.key).reason == VERSION
+        old = _remote(d1, stamp_ns=time.time_ns() - 5_000_000_000)
+        reader.prefetch(old)
+        assert _wait(lambda: len(ready) == 2)
+        assert reader.read(ready[1].slot, 'v1', ready[1].key).reason == STALE
+        # the writer keeps `capacity` objects: the oldest leave the store
+        for i in range(2, 7):
+            q_in.put((f'fp{i}', i))
+            q_out.get(timeout=10)
+        fresh = MooncakeReader(cfg, ttl_ms=1000.0, robot='robot1')  # nothing local yet
+        try:
+            fresh.prefetch(_remote(d0))
+            _wait(lambda: fresh.fetch_refused or fresh.fetches, 5)
+            assert fresh.fetch_refused == {'fetch_failed': 1}, (fresh.fetch_refused, fresh.fetches)
+        finally:
+            fresh.close()
+    finally:
+        q_in.put(None)
+        writer.join(timeout=20)
+        reader.close()

@@ -1,0 +1,179 @@
+"""The Mooncake Store's master as a component the stack starts, checks and stops.
+
+``mooncake_master`` (from mooncake-transfer-engine-non-cuda) keeps the object index and,
+with ``--enable_http_metadata_server``, serves the transfer engine's segment metadata
+over HTTP: one process, on the world host. ``start`` launches it bound to the given
+loopback or host address; ``wait_ready`` returns once both its RPC port accepts
+connections and its metadata server answers; ``stop`` ends it. ``pause``/``resume``
+(SIGSTOP/SIGCONT) are for the fault drills.
+
+    python -m wam_core.cache.mooncake_master [--host 127.0.0.2] [--rpc-port 50051]
+        [--http-port 8080]     # runs it in the foreground, for a launch file
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+from .protocol import CacheError
+
+
+def master_binary() -> str:
+    """The mooncake_master the package installed (beside this interpreter first)."""
+    here = os.path.join(os.path.dirname(sys.executable), 'mooncake_master')
+    found = here if os.access(here, os.X_OK) else shutil.which('mooncake_master')
+    if not found:
+        raise CacheError(
+            'mooncake_master not found: install mooncake-transfer-engine-non-cuda '
+            '(scripts/setup.sh does)'
+        )
+    return found
+
+
+def free_port(host: str = '127.0.0.1') -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _own_session() -> None:
+    """In the child: its own session (a terminal's Ctrl-C goes to the stack, which stops
+    it in order), and SIGTERM when its parent dies, even by kill -9: no orphan master."""
+    import ctypes
+
+    os.setsid()
+    ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class MooncakeMaster:
+    def __init__(
+        self,
+        host: str = '127.0.0.1',
+        rpc_port: int = 50051,
+        http_port: int = 8080,
+        metrics_port: int | None = None,
+        log_path: str | None = None,
+    ):
+        self.host = host
+        self.rpc_port = rpc_port
+        self.http_port = http_port
+        self.metrics_port = metrics_port or free_port(host)
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def master_address(self) -> str:
+        return f'{self.host}:{self.rpc_port}'
+
+    @property
+    def metadata_server(self) -> str:
+        return f'http://{self.host}:{self.http_port}/metadata'
+
+    def command(self) -> list[str]:
+        return [
+            master_binary(),
+            f'--rpc_address={self.host}',
+            f'--rpc_port={self.rpc_port}',
+            '--enable_http_metadata_server=true',
+            f'--http_metadata_server_host={self.host}',
+            f'--http_metadata_server_port={self.http_port}',
+            f'--metrics_port={self.metrics_port}',
+        ]
+
+    def start(self) -> MooncakeMaster:
+        if self.proc is not None and self.proc.poll() is None:
+            return self
+        out = open(self.log_path, 'ab') if self.log_path else subprocess.DEVNULL
+        self.proc = subprocess.Popen(
+            self.command(), stdout=out, stderr=subprocess.STDOUT, preexec_fn=_own_session
+        )
+        return self
+
+    def ready(self) -> bool:
+        """RPC port open and the metadata server answering (404 for an unknown key)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        try:
+            with socket.create_connection((self.host, self.rpc_port), timeout=0.5):
+                pass
+        except OSError:
+            return False
+        try:
+            urllib.request.urlopen(f'{self.metadata_server}?key=wam_readiness', timeout=0.5)
+        except urllib.error.HTTPError as exc:
+            return exc.code == 404  # up: it just has no such key
+        except OSError:
+            return False
+        return True
+
+    def wait_ready(self, timeout: float = 15.0) -> MooncakeMaster:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise CacheError(f'mooncake_master exited with {self.proc.returncode}')
+            if self.ready():
+                return self
+            time.sleep(0.05)
+        raise CacheError(f'mooncake_master not ready on {self.master_address} in {timeout} s')
+
+    def pause(self) -> None:
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+
+    def kill(self) -> None:
+        """Abruptly (a crashed master), for the fault drills."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)  # a paused master cannot exit
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--host', default='127.0.0.1')
+    ap.add_argument('--rpc-port', type=int, default=50051)
+    ap.add_argument('--http-port', type=int, default=8080)
+    args = ap.parse_args(argv)
+    master = MooncakeMaster(args.host, args.rpc_port, args.http_port).start()
+    # blocked after the start: a child inherits the signal mask across exec
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        master.wait_ready()
+        print(
+            f'mooncake_master ready: rpc {master.master_address}, metadata '
+            f'{master.metadata_server}',
+            flush=True,
+        )
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    except KeyboardInterrupt:
+        pass
+    finally:
+        master.stop()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
