@@ -273,6 +273,8 @@ class Fleet:
             'period_ms_p99': _latency(a, 'period', 'p99_ms'),
             'repr_age_ms_p99': _latency(a, 'repr_age', 'p99_ms'),
             'obs_to_action_ms_p99': _latency(a, 'obs_to_action', 'p99_ms'),
+            'cache_read_ms_p50': _latency(a, 'cache_read', 'p50_ms'),  # in the tick
+            'cache_read_ms_p99': _latency(a, 'cache_read', 'p99_ms'),
             'fetch_ms_p50': _latency(a, 'fetch', 'p50_ms'),  # mooncake only
             'fetch_ms_p99': _latency(a, 'fetch', 'p99_ms'),
             'frames': NAN if mine is None else float(mine.frames),

@@ -1,0 +1,183 @@
+"""The capacity curve: how many robots one world expert on this machine carries.
+
+    python bench/fleet.py [--robots 1,2,4,8] [--seconds 60] [--warmup 15]
+
+For each N: N synthetic robots (30 Hz cameras, 128 px, 100 Hz joint states) under
+/robot<k>/, one world expert for all of them and an action expert and a gate per robot,
+each in its own process (the shm cache). After a warm-up, every figure is taken over the
+next ``--seconds`` (the nodes' latency windows hold 60 s of ticks; counts are deltas):
+per N the worst robot's tick p99 and period p99, representation age p99, obs->action
+p99, world calls per distinct frame (the one furthest from 1.00), mean frames per world
+forward pass, degraded-tick share, and the memory of every process together (RSS summed
+and PSS, which counts shared libraries once). ``capacity_robots`` is the largest N whose
+worst robot keeps tick p99 <= 12 ms, period p99 <= 21 ms, degraded ticks < 1 % and
+obs->action p99 <= 60 ms. Then the same robot count again with the Mooncake Store
+between a world host (127.0.0.2) and a robot host (127.0.0.3): section ``cross_host``.
+Writes sections ``fleet`` and ``cross_host`` of bench/report.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import sys
+import time
+
+from robot_agent.fleet import Fleet
+from wam_system_tests.report import update_report
+
+LIMITS = {
+    'tick_ms_p99': 12.0,
+    'period_ms_p99': 21.0,
+    'degraded_share': 0.01,
+    'obs_to_action_ms_p99': 60.0,
+}
+
+
+def _counts(fleet: Fleet) -> dict[str, tuple[float, float]]:
+    out = {}
+    for r in fleet.names:
+        a = fleet.monitors[r].action
+        out[r] = (float(a.ticks), float(a.degraded_ticks)) if a is not None else (0.0, 0.0)
+    return out
+
+
+def _worst(values: list[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return max(finite) if finite else float('nan')
+
+
+def measure(n: int, seconds: float, warmup: float, cache: str = 'shm') -> dict:
+    os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
+    shm = f'wam_fleet_{os.getpid()}_{n}'
+    t_start = time.monotonic()
+    fleet = Fleet(
+        n,
+        'multi',
+        robot='synthetic',
+        cache=cache,
+        extra_args=['-p', f'repr_cache.shm_name:={shm}'],
+    )
+    try:
+        fleet.wait_ready(300)
+        up_s = time.monotonic() - t_start
+        fleet.spin_for(warmup)
+        before = _counts(fleet)
+        fleet.spin_for(seconds)
+        after = _counts(fleet)
+        stats = {r: fleet.robot_stats(r) for r in fleet.names}
+        mem = fleet.memory_mb()
+        batch = fleet.batch_mean()
+    finally:
+        fleet.shutdown()
+    degraded = {}
+    for r in stats:
+        ticks = after[r][0] - before[r][0]
+        degraded[r] = (after[r][1] - before[r][1]) / ticks if ticks else float('nan')
+    calls = [s['world_calls_per_frame'] for s in stats.values()]
+    out = {
+        'tick_ms_p99': _worst([s['tick_ms_p99'] for s in stats.values()]),
+        'period_ms_p99': _worst([s['period_ms_p99'] for s in stats.values()]),
+        'repr_age_ms_p99': _worst([s['repr_age_ms_p99'] for s in stats.values()]),
+        'obs_to_action_ms_p99': _worst([s['obs_to_action_ms_p99'] for s in stats.values()]),
+        'world_calls_per_frame': max(calls, key=lambda c: abs(c - 1.0) if math.isfinite(c) else 9),
+        'world_calls_per_frame_by_robot': calls,
+        'batch_mean': batch,
+        'degraded_share': _worst(list(degraded.values())),
+        'rss_mb_total': mem['rss_mb_total'],
+        'pss_mb_total': mem['pss_mb_total'],
+        'chunk_hz_by_robot': [s['chunk_hz'] for s in stats.values()],
+        'cache_read_ms_p99': _worst([s['cache_read_ms_p99'] for s in stats.values()]),
+        'fetch_ms_p50': _worst([s['fetch_ms_p50'] for s in stats.values()]),
+        'fetch_ms_p99': _worst([s['fetch_ms_p99'] for s in stats.values()]),
+        'cache_read_ms_p50': _worst([s['cache_read_ms_p50'] for s in stats.values()]),
+        'bring_up_s': up_s,
+    }
+    out['within_limits'] = all(out[k] <= v for k, v in LIMITS.items())
+    out['misses'] = [f'{k} {out[k]:.3g} > {v}' for k, v in LIMITS.items() if not out[k] <= v]
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--robots', default='1,2,4,8')
+    ap.add_argument('--seconds', type=float, default=60.0)
+    ap.add_argument('--warmup', type=float, default=15.0)
+    ap.add_argument('--cross-host-robots', type=int, default=2)
+    args = ap.parse_args(argv)
+    counts = [int(x) for x in args.robots.split(',')]
+    per_n = {}
+    for n in counts:
+        print(
+            f'[fleet] {n} robot(s): bring-up, {args.warmup:.0f} s warm-up, '
+            f'{args.seconds:.0f} s measured',
+            flush=True,
+        )
+        per_n[str(n)] = r = measure(n, args.seconds, args.warmup)
+        print(
+            f'[fleet] N={n}: tick p99 {r["tick_ms_p99"]:.2f} ms, period p99 '
+            f'{r["period_ms_p99"]:.2f} ms, repr age p99 {r["repr_age_ms_p99"]:.1f} ms, '
+            f'obs->action p99 {r["obs_to_action_ms_p99"]:.1f} ms, calls/frame '
+            f'{r["world_calls_per_frame"]:.2f}, batch {r["batch_mean"]:.2f}, degraded '
+            f'{r["degraded_share"] * 100:.1f}%, memory RSS {r["rss_mb_total"]:.0f} MB / PSS '
+            f'{r["pss_mb_total"]:.0f} MB'
+            + (f'; misses: {", ".join(r["misses"])}' if r['misses'] else ''),
+            flush=True,
+        )
+    passing = [n for n in counts if per_n[str(n)]['within_limits']]
+    capacity = max(passing) if passing else 0
+    first = [n for n in counts if not per_n[str(n)]['within_limits']]
+    base = per_n[str(counts[0])]
+    per_robot_mb = {
+        str(n): (per_n[str(n)]['pss_mb_total'] - base['pss_mb_total']) / (n - counts[0])
+        for n in counts
+        if n != counts[0]
+    }
+    fleet_section = {
+        'robots': counts,
+        'per_n': per_n,
+        'capacity_robots': capacity,
+        'limits': LIMITS,
+        'first_failing_n': first[0] if first else None,
+        'first_failing_misses': per_n[str(first[0])]['misses'] if first else [],
+        'pss_mb_per_added_robot': per_robot_mb,
+        'seconds': args.seconds,
+        'camera_hz': 30.0,
+        'image_px': 128,
+    }
+    update_report('fleet', fleet_section)
+    print(f'[fleet] capacity_robots = {capacity}; PSS per added robot {per_robot_mb}', flush=True)
+
+    n = args.cross_host_robots
+    print(f'[cross_host] {n} robots with the Mooncake Store (127.0.0.2 -> 127.0.0.3)', flush=True)
+    remote = measure(n, args.seconds, args.warmup, cache='mooncake')
+    same = per_n.get(str(n)) or measure(n, args.seconds, args.warmup)
+    cross = {
+        'robots': n,
+        'fetch_ms': {
+            # shm: the tick's own read of the slot; mooncake: descriptor -> local ring
+            'shm': {'p50': same['cache_read_ms_p50'], 'p99': same['cache_read_ms_p99']},
+            'mooncake': {'p50': remote['fetch_ms_p50'], 'p99': remote['fetch_ms_p99']},
+        },
+        'obs_to_action_ms_p99': {
+            'same_host': same['obs_to_action_ms_p99'],
+            'cross_host': remote['obs_to_action_ms_p99'],
+        },
+        'mooncake_run': remote,
+    }
+    update_report('cross_host', cross)
+    print(
+        f'[cross_host] fetch p50/p99: shm {same["cache_read_ms_p50"]:.3f}/'
+        f'{same["cache_read_ms_p99"]:.3f} ms, mooncake {remote["fetch_ms_p50"]:.2f}/'
+        f'{remote["fetch_ms_p99"]:.2f} ms; obs->action p99 same host '
+        f'{same["obs_to_action_ms_p99"]:.1f} ms, cross host '
+        f'{remote["obs_to_action_ms_p99"]:.1f} ms',
+        flush=True,
+    )
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
