@@ -98,7 +98,11 @@ class Recorder:
         max_age_s: float,
         limits: ClampGate,
         period_s: float = 0.02,
+        node=None,
+        namespace: str = '',
     ):
+        """``node``/``namespace``: a fleet's robot (its monitor, '/robot1'); by default the
+        lone robot of ``stack``."""
         self.limits = limits  # the configured joint limits, the yardstick
         self.accepted_version, self.max_age_ns = accepted_version, int(max_age_s * 1e9)
         # a chunk's stamp is when it applies, one period after its tick (at least)
@@ -118,13 +122,14 @@ class Recorder:
         self.fresh_obs_ns: list[int] = []  # observation stamps of accepted-version representations
         self.stops: list[tuple] = []  # (t, stopped)
         self.unsafe = 0
-        node = stack.monitor
+        node = node or stack.monitor
+        ns = namespace.rstrip('/')
         node.create_subscription(
-            JointTrajectory, '/arm_controller/joint_trajectory', self._on_forwarded, 100
+            JointTrajectory, f'{ns}/arm_controller/joint_trajectory', self._on_forwarded, 100
         )
         node.create_subscription(
             JointTrajectory,
-            '/action_expert/raw_chunk',
+            f'{ns}/action_expert/raw_chunk',
             lambda m: (
                 len(m.points) > 1
                 and self.raw.append(self._monotonic(m.header.stamp) - self.period_ns * 1e-9)
@@ -132,11 +137,14 @@ class Recorder:
             100,
         )
         node.create_subscription(
-            RepresentationDescriptor, '/world_expert/representation', self._on_descriptor, 100
+            RepresentationDescriptor,
+            f'{ns}/world_expert/representation',
+            self._on_descriptor,
+            100,
         )
         node.create_subscription(
             Bool,
-            '/safety/stop',
+            f'{ns}/safety/stop',
             lambda m: self.stops.append((time.monotonic(), m.data)),
             qos.LATCHED,
         )
@@ -638,6 +646,54 @@ def run(
     shm_name: str = '',
     repeat: int = 1,
 ) -> dict[str, object]:
+    """The lone robot's faults on the multi-process stack on the simulator, then the
+    fleet's (``fleet_faults``) on a fleet of two robots; one result for both."""
+    from .fleet_faults import FLEET_FAULTS, run_fleet
+
+    lone = [f for f in faults if f in FAULTS]
+    fleet = [f for f in faults if f in FLEET_FAULTS]
+    out = _run_lone(lone, seed, progress, shm_name, repeat) if lone else _empty()
+    if fleet:
+
+        def show(i, r):
+            if progress:
+                print(f'{f"[{i + 1}/{repeat}] " if repeat > 1 else ""}{_line(r)}', flush=True)
+
+        f = run_fleet(fleet, repeat, progress=show)
+        results = [FaultResult(**r) for r in out['faults']] + f['results']
+        out.update(
+            faults=[asdict(r) for r in results],
+            summary=summarise(results),
+            conformance_checked=out['conformance_checked'] + f['conformance_checked'],
+            conformance_violations=out['conformance_violations'] + f['conformance_violations'],
+            conformance_examples=out['conformance_examples'] + f['conformance_examples'],
+            leaked_segments=out['leaked_segments'] + f['leaked_segments'],
+            leaked_processes=out['leaked_processes'] + f['leaked_processes'],
+        )
+        out['all_ok'] = (
+            all(r.ok for r in results)
+            and not out['leaked_segments']
+            and not out['leaked_processes']
+        )
+    return out
+
+
+def _empty() -> dict[str, object]:
+    return {
+        'faults': [],
+        'summary': {},
+        'conformance_checked': 0,
+        'conformance_violations': 0,
+        'conformance_examples': [],
+        'leaked_segments': [],
+        'leaked_processes': [],
+        'all_ok': True,
+    }
+
+
+def _run_lone(
+    faults: list[str], seed: int, progress: bool, shm_name: str, repeat: int
+) -> dict[str, object]:
     import psutil
 
     config = default_config()
@@ -737,14 +793,16 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument('--only', default=','.join(FAULTS))
+    from .fleet_faults import FLEET_FAULTS
+
+    ap.add_argument('--only', default=','.join([*FAULTS, *FLEET_FAULTS]))
     ap.add_argument('--repeat', type=int, default=1, help='run every fault this many times')
     ap.add_argument('--json', default='')
     args = ap.parse_args(argv)
     names = [n.strip() for n in args.only.split(',') if n.strip()]
-    unknown = [n for n in names if n not in FAULTS]
+    unknown = [n for n in names if n not in FAULTS and n not in FLEET_FAULTS]
     if unknown:
-        ap.error(f'unknown faults {unknown}; known: {", ".join(FAULTS)}')
+        ap.error(f'unknown faults {unknown}; known: {", ".join([*FAULTS, *FLEET_FAULTS])}')
     if args.repeat < 1:
         ap.error('--repeat must be at least 1')
     out = run(names, repeat=args.repeat)

@@ -142,8 +142,11 @@ class MooncakeWriter:
         key = make_key(fingerprint, self.version)
         name = object_name(self.robot, key)
         rc = self._store.put(name, data)
-        if rc != 0 and not self._store.is_exist(name):
+        if rc != 0 and self._store.is_exist(name) != 1:
             self.put_failures += 1
+            # the store may have lost everything (a restarted master): nothing we indexed
+            # can be trusted to be there, so the next identical frame is put again
+            self._entries.clear()
             raise CacheError(f'Mooncake Store put of {name} failed ({rc})')
         self._slot = (self._slot + 1) % (1 << 31)
         entry = CacheEntry(

@@ -144,13 +144,15 @@ class FrameEncoder:
 
     def complete(self, pending: PendingEncode, rep: np.ndarray, encode_ms: float) -> EncodeOutcome:
         """Cache the representation the expert computed for ``pending``."""
+        # counted together, before the cache write (which may fail: a remote store that
+        # is down), so calls per distinct frame is exact at any instant
         self.encodes += 1
+        self.frames += 1
         self.timer.add('encode', encode_ms)
         if encode_ms > self.timeout_ms:
             self.timeouts += 1
         t0 = time.perf_counter()
         entry = self.cache.put(pending.fp, pending.stamp_ns, rep)
-        self.frames += 1  # counted once cached, so calls/frame is exact at any instant
         self.timer.add('cache_write', (time.perf_counter() - t0) * 1e3)
         return EncodeOutcome(entry, False, encode_ms)
 
