@@ -35,6 +35,7 @@ class AgentNode(Node):
         self._accepted = None
         self._result = None
         self._want_goal = False
+        self._sent = False
         self.progress = ''
         self._state_pub = self.create_publisher(String, 'agent/state', qos.EVENTS)
         self.create_subscription(Image, 'camera/image_raw', self._on_image, qos.SENSOR)
@@ -61,6 +62,7 @@ class AgentNode(Node):
     def _send_goal(self) -> None:
         # Sent once the harness's action server is up; PLAN times out with a reason if never.
         self._want_goal = False
+        self._sent = True  # the plan timeout counts from now
         self._accepted = self._result = None
         fut = self._client.send_goal_async(
             ExecuteTask.Goal(instruction=self.agent.instruction),
@@ -94,9 +96,11 @@ class AgentNode(Node):
         perception_ok = now - self._last_image < 0.5 and now - self._last_joints < 0.5
         accepted, self._accepted = self._accepted, None
         result, self._result = self._result, None
+        sent, self._sent = self._sent, False
         action = self.agent.step(
             now,
             perception_ok=perception_ok,
+            goal_sent=sent,
             goal_accepted=accepted,
             result=result,
             success=self.success,

@@ -36,11 +36,21 @@ def test_timeouts_abort():
     a.start('x', 0.0)
     a.step(2.0)
     assert a.state == ABORTED and 'perception' in a.reason
-    b = Agent(AgentParams(plan_timeout_s=1.0))
+    b = Agent(AgentParams(plan_timeout_s=1.0, perceive_timeout_s=5.0))
     b.start('x', 0.0)
     b.step(0.1, perception_ok=True)
     b.step(1.5)
-    assert b.state == ABORTED and 'harness' in b.reason
+    assert b.state == PLAN  # no harness server yet: the plan timeout has not started
+    b.step(2.0, goal_sent=True)
+    b.step(2.9)
+    assert b.state == PLAN
+    b.step(3.1)
+    assert b.state == ABORTED and 'no answer from the harness' in b.reason
+    d = Agent(AgentParams(plan_timeout_s=1.0, perceive_timeout_s=5.0))
+    d.start('x', 0.0)
+    d.step(0.1, perception_ok=True)
+    d.step(6.2)
+    assert d.state == ABORTED and 'no harness' in d.reason
     c = Agent()
     c.start('x', 0.0)
     c.step(0.1, perception_ok=True)

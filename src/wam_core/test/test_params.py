@@ -48,6 +48,7 @@ def test_the_yaml_has_one_block_per_node_and_a_shared_block():
                 'device_name',
                 'global_segment_mb',
                 'local_buffer_mb',
+                'connect_timeout_s',
             )
         ),
     }

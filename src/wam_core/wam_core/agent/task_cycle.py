@@ -35,10 +35,12 @@ class Agent:
     )  # (t, from, to, why)
     started: float | None = None
     finished: float | None = None
+    _sent: float | None = None  # when this PLAN's goal went to the harness
 
     def _go(self, now: float, state: str, why: str) -> None:
         self.transitions.append((now, self.state, state, why))
         self.state, self.entered, self.reason = state, now, why
+        self._sent = None
 
     def start(self, instruction: str, now: float) -> None:
         if self.state not in (IDLE, DONE, ABORTED):
@@ -64,15 +66,24 @@ class Agent:
             if waited > self.cfg.perceive_timeout_s:
                 self._abort(now, f'no perception within {self.cfg.perceive_timeout_s:.0f} s')
         elif self.state == PLAN:
+            if goal_sent and self._sent is None:
+                self._sent = now
             if goal_accepted is True:
                 self.attempts += 1
                 self._go(now, ACT, f'plan accepted (attempt {self.attempts})')
             elif goal_accepted is False:
                 self._abort(now, 'the harness rejected the task')
-            elif waited > self.cfg.plan_timeout_s:
+            elif self._sent is not None and now - self._sent > self.cfg.plan_timeout_s:
                 self._abort(
                     now, f'no answer from the harness within {self.cfg.plan_timeout_s:.0f} s'
                 )
+            elif (
+                self._sent is None
+                and waited > self.cfg.plan_timeout_s + self.cfg.perceive_timeout_s
+            ):
+                # the goal waits for the harness's ExecuteTask server (a harness still
+                # starting, as in a launch that starts everything at once)
+                self._abort(now, 'no harness (ExecuteTask server) to send the task to')
         elif self.state == ACT:
             if result is not None:
                 ok, why = result

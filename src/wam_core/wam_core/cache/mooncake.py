@@ -61,23 +61,29 @@ def _connect(cfg, local_hostname: str, segment_bytes: int):
             'the mooncake backend needs mooncake-transfer-engine-non-cuda '
             f'(scripts/setup.sh installs it): {exc}'
         ) from None
-    store = MooncakeDistributedStore()
-    rc = store.setup(
-        local_hostname,
-        cfg.metadata_server,
-        segment_bytes,
-        cfg.local_buffer_mb << 20,
-        cfg.protocol,
-        cfg.device_name,
-        cfg.master_address,
-    )
-    if rc != 0:
-        raise CacheError(
-            f'cannot join the Mooncake Store at {cfg.master_address} (metadata '
-            f'{cfg.metadata_server}) as {local_hostname}: setup returned {rc}; is '
-            'mooncake_master running?'
+    # the master may still be starting (a launch file starts everything at once) or
+    # restarting: retry until connect_timeout_s
+    end = time.monotonic() + cfg.connect_timeout_s
+    while True:
+        store = MooncakeDistributedStore()
+        rc = store.setup(
+            local_hostname,
+            cfg.metadata_server,
+            segment_bytes,
+            cfg.local_buffer_mb << 20,
+            cfg.protocol,
+            cfg.device_name,
+            cfg.master_address,
         )
-    return store
+        if rc == 0:
+            return store
+        if time.monotonic() >= end:
+            raise CacheError(
+                f'cannot join the Mooncake Store at {cfg.master_address} (metadata '
+                f'{cfg.metadata_server}) as {local_hostname} within {cfg.connect_timeout_s} s: '
+                f'setup returned {rc}; is mooncake_master running?'
+            )
+        time.sleep(0.5)
 
 
 class _SharedClient:

@@ -68,6 +68,12 @@ class MooncakeConfig:
         64, 'memory the world host lends the store for representations, MiB', min=1, max=1 << 20
     )
     local_buffer_mb: int = param(16, "each client's transfer buffer, MiB", min=1, max=1 << 20)
+    connect_timeout_s: float = param(
+        15.0,
+        'how long an expert keeps trying to join the store (its master may still be starting), s',
+        min=0.0,
+        max=600.0,
+    )
 
 
 @dataclass

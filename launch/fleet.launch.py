@@ -1,0 +1,165 @@
+"""ros2 launch for a fleet on a full ROS 2 install (launch_ros is not on PyPI).
+
+    ros2 launch launch/fleet.launch.py [robots:=2] [robot:=sim|synthetic|none]
+        [cache:=shm|mooncake] [world_host:=127.0.0.2] [robot_host:=127.0.0.3]
+        [config:=config/wam.yaml]
+
+One world expert in the root namespace serves robot1..robotN; each robot gets, under
+/robot<k>/, an action expert, a harness (clamping gate, safety stop, task manager) and,
+with robot:=sim, a simulated tabletop (seed k-1) and its agent. config/fleet.yaml is
+layered over the parameter file (a robot's gate depends on its own action expert and the
+shared /world_expert). With cache:=mooncake the Mooncake Store's master is started on
+world_host first (with its HTTP metadata server) and the experts exchange
+representations through it: the world expert's transfer endpoint on world_host, the
+action experts' on robot_host; the descriptors still travel over DDS. The expert nodes
+are managed nodes driven to active by launch. On this machine use
+``make demo-fleet ROBOTS=N`` instead.
+"""
+
+import os
+
+import launch.actions
+import launch.substitutions
+import launch_ros.actions
+from launch.conditions import IfCondition
+from launch.substitutions import LaunchConfiguration, PythonExpression
+
+import launch
+from wam_util.launching import managed_node
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, '..'))
+MASTER_RPC_PORT, MASTER_HTTP_PORT = 50051, 8080
+
+
+def _fleet(context):
+    n = int(LaunchConfiguration('robots').perform(context))
+    if n < 1:
+        raise RuntimeError(f'robots:={n}: a fleet has at least one robot')
+    robot = LaunchConfiguration('robot').perform(context)
+    cache = LaunchConfiguration('cache').perform(context)
+    world_host = LaunchConfiguration('world_host').perform(context)
+    robot_host = LaunchConfiguration('robot_host').perform(context)
+    config = LaunchConfiguration('config').perform(context)
+    layers = [config, os.path.join(ROOT, 'config', 'fleet.yaml')]
+    names = [f'robot{k + 1}' for k in range(n)]
+    # launch drives the lifecycle transitions, so the nodes must not self-activate
+    cache_params = {'repr_cache.backend': cache, 'autostart': False}
+    if cache == 'mooncake':
+        cache_params.update(
+            {
+                'repr_cache.mooncake.master_address': f'{world_host}:{MASTER_RPC_PORT}',
+                'repr_cache.mooncake.metadata_server': (
+                    f'http://{world_host}:{MASTER_HTTP_PORT}/metadata'
+                ),
+                'repr_cache.mooncake.local_hostname': world_host,
+                'repr_cache.mooncake.reader_hostname': robot_host,
+            }
+        )
+    actions = managed_node(
+        'world_expert_node',
+        'world_expert',
+        'world_expert',
+        [*layers, cache_params, {'robots': names}],
+    )
+    for k, name in enumerate(names):
+        ns = name
+        actions += managed_node(
+            'action_expert_node', 'action_expert', 'action_expert', [*layers, cache_params], ns
+        )
+        actions.append(
+            launch_ros.actions.Node(
+                package='harness_node',
+                executable='harness',
+                name='harness',
+                namespace=ns,
+                output='screen',
+                parameters=layers,
+            )
+        )
+        source = {'sim': 'sim_robot', 'synthetic': 'synthetic_robot'}.get(robot)
+        if source is not None:
+            actions.append(
+                launch_ros.actions.Node(
+                    package='robot_agent',
+                    executable=source,
+                    name=source,
+                    namespace=ns,
+                    output='screen',
+                    parameters=[*layers, {'seed': k}],
+                )
+            )
+        if robot == 'sim':
+            actions.append(
+                launch_ros.actions.Node(
+                    package='robot_agent',
+                    executable='agent',
+                    name='robot_agent',
+                    namespace=ns,
+                    output='screen',
+                    parameters=layers,
+                )
+            )
+    return actions
+
+
+def generate_launch_description():
+    cache = LaunchConfiguration('cache')
+    mooncake = IfCondition(PythonExpression(["'", cache, "' == 'mooncake'"]))
+    return launch.LaunchDescription(
+        [
+            launch.actions.DeclareLaunchArgument(
+                'robots', default_value='2', description='robots in the fleet (robot1..robotN)'
+            ),
+            launch.actions.DeclareLaunchArgument(
+                'robot',
+                default_value='sim',
+                choices=['sim', 'synthetic', 'none'],
+                description='per robot: the MuJoCo tabletop with its agent, the synthetic '
+                "source, or 'none' for real robots under /robot<k>/",
+            ),
+            launch.actions.DeclareLaunchArgument(
+                'cache',
+                default_value='shm',
+                choices=['shm', 'mooncake'],
+                description='representations through shared memory (one host) or the '
+                'Mooncake Store (across hosts)',
+            ),
+            launch.actions.DeclareLaunchArgument(
+                'world_host',
+                default_value='127.0.0.2',
+                description="the world expert's host address (the store's master runs there)",
+            ),
+            launch.actions.DeclareLaunchArgument(
+                'robot_host',
+                default_value='127.0.0.3',
+                description="the action experts' host address (their store endpoint)",
+            ),
+            launch.actions.DeclareLaunchArgument(
+                'config',
+                default_value=os.path.join(ROOT, 'config', 'wam.yaml'),
+                description='stack parameter file (config/fleet.yaml is layered over it)',
+            ),
+            launch.actions.SetEnvironmentVariable('OMP_NUM_THREADS', '1'),
+            launch.actions.SetEnvironmentVariable('WAM_ROOT', ROOT),
+            # the store's master first, with a readiness check, when representations
+            # cross hosts (wam_core.cache.mooncake_master prints "ready" once it answers)
+            launch.actions.ExecuteProcess(
+                cmd=[
+                    'python3',
+                    '-m',
+                    'wam_core.cache.mooncake_master',
+                    '--host',
+                    LaunchConfiguration('world_host'),
+                    '--rpc-port',
+                    str(MASTER_RPC_PORT),
+                    '--http-port',
+                    str(MASTER_HTTP_PORT),
+                ],
+                name='mooncake_master',
+                output='screen',
+                condition=mooncake,
+            ),
+            launch.actions.OpaqueFunction(function=_fleet),
+        ]
+    )
