@@ -44,6 +44,23 @@ def _counts(fleet: Fleet) -> dict[str, tuple[float, float]]:
     return out
 
 
+def _cpu_seconds(fleet: Fleet) -> dict[str, float]:
+    """CPU time so far by role: the world expert, the action experts, the harnesses, and
+    this process (the synthetic robots and the monitors)."""
+    import psutil
+
+    out = {'world': 0.0, 'action': 0.0, 'harness': 0.0, 'robots_and_monitors': 0.0}
+    procs = [('robots_and_monitors', os.getpid())]
+    procs += [(key.rsplit('/', 1)[-1], p.pid) for key, p in fleet.children.items()]
+    for role, pid in procs:
+        try:
+            t = psutil.Process(pid).cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        out[role] += t.user + t.system
+    return out
+
+
 def _worst(values: list[float]) -> float:
     finite = [v for v in values if math.isfinite(v)]
     return max(finite) if finite else float('nan')
@@ -64,9 +81,9 @@ def measure(n: int, seconds: float, warmup: float, cache: str = 'shm') -> dict:
         fleet.wait_ready(300)
         up_s = time.monotonic() - t_start
         fleet.spin_for(warmup)
-        before = _counts(fleet)
+        before, cpu0 = _counts(fleet), _cpu_seconds(fleet)
         fleet.spin_for(seconds)
-        after = _counts(fleet)
+        after, cpu1 = _counts(fleet), _cpu_seconds(fleet)
         stats = {r: fleet.robot_stats(r) for r in fleet.names}
         mem = fleet.memory_mb()
         batch = fleet.batch_mean()
@@ -94,6 +111,9 @@ def measure(n: int, seconds: float, warmup: float, cache: str = 'shm') -> dict:
         'fetch_ms_p99': _worst([s['fetch_ms_p99'] for s in stats.values()]),
         'cache_read_ms_p50': _worst([s['cache_read_ms_p50'] for s in stats.values()]),
         'bring_up_s': up_s,
+        # where the time goes: CPU cores used by role over the measured window (2 here)
+        'cpu_cores_by_role': {k: (cpu1[k] - cpu0[k]) / seconds for k in cpu0},
+        'world_encode_ms_p99': _worst([s['encode_ms_p99'] for s in stats.values()]),
     }
     out['within_limits'] = all(out[k] <= v for k, v in LIMITS.items())
     out['misses'] = [f'{k} {out[k]:.3g} > {v}' for k, v in LIMITS.items() if not out[k] <= v]

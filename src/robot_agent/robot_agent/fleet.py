@@ -76,6 +76,7 @@ class Fleet:
         cache: str = 'shm',
         world_host: str = WORLD_HOST,
         robot_host: str = ROBOT_HOST,
+        prefork: bool = True,
     ):
         if robots < 1:
             raise ValueError(f'a fleet has at least one robot, got {robots}')
@@ -113,6 +114,13 @@ class Fleet:
                 f'repr_cache.mooncake.reader_hostname:={robot_host}',
             ]
         self.children: dict[str, subprocess.Popen] = {}
+        # node processes forked from one pre-loaded template (multi mode): the imports
+        # (~210 MB a process) are shared copy-on-write instead of paid twice per robot
+        self._preforker = None
+        if prefork and mode == 'multi':
+            from .prefork import Preforker
+
+            self._preforker = Preforker()
         self.world = None
         self.actions: dict[str, object] = {}
         self.harnesses: dict[str, object] = {}
@@ -186,11 +194,16 @@ class Fleet:
             args += ['-r', f'__ns:=/{robot}']
         if role in ('world', 'action'):
             args += ['-p', f'repr_cache.backend:={self.cache}']
-        p = subprocess.Popen(
-            [sys.executable, '-m', CHILDREN[role], *args],
-            env=dict(os.environ, PYTHONUNBUFFERED='1'),
-            preexec_fn=_die_with_parent,
-        )
+        if self._preforker is not None:
+            # this process's environment now (ROS_DOMAIN_ID may differ from the one the
+            # template started with)
+            p = self._preforker.start(CHILDREN[role], args, dict(os.environ, PYTHONUNBUFFERED='1'))
+        else:
+            p = subprocess.Popen(
+                [sys.executable, '-m', CHILDREN[role], *args],
+                env=dict(os.environ, PYTHONUNBUFFERED='1'),
+                preexec_fn=_die_with_parent,
+            )
         self.children[f'{robot}/{role}' if robot else role] = p
         return p
 
@@ -277,6 +290,7 @@ class Fleet:
             'cache_read_ms_p99': _latency(a, 'cache_read', 'p99_ms'),
             'fetch_ms_p50': _latency(a, 'fetch', 'p50_ms'),  # mooncake only
             'fetch_ms_p99': _latency(a, 'fetch', 'p99_ms'),
+            'encode_ms_p99': _latency(w, 'encode', 'p99_ms'),
             'frames': NAN if mine is None else float(mine.frames),
             'world_calls_per_frame': NAN if mine is None else mine.calls_per_distinct_frame,
             'forwarded': float(m.forwarded),
@@ -303,7 +317,10 @@ class Fleet:
         the shared libraries once per process) and PSS summed (shares them out: what the
         fleet really occupies)."""
         rss = pss = 0.0
-        for pid in [os.getpid(), *(p.pid for p in self.children.values())]:
+        pids = [os.getpid(), *(p.pid for p in self.children.values())]
+        if self._preforker is not None and self._preforker.server_pid():
+            pids.append(self._preforker.server_pid())  # the template's share counts too
+        for pid in pids:
             try:
                 info = psutil.Process(pid).memory_full_info()
             except (psutil.NoSuchProcess, psutil.AccessDenied):
@@ -417,6 +434,12 @@ def main(argv=None) -> int:
     ap.add_argument('--config', default=None, help='parameter file (default: config/wam.yaml)')
     ap.add_argument('--seed', type=int, default=0, help="robot k's episode seed is seed + k - 1")
     ap.add_argument(
+        '--no-prefork',
+        action='store_true',
+        help='start every node process from scratch (python -m) instead of forking it '
+        'from one pre-loaded template',
+    )
+    ap.add_argument(
         '--cache',
         choices=['shm', 'mooncake'],
         default='shm',
@@ -442,6 +465,7 @@ def main(argv=None) -> int:
         agent=args.robot == 'sim',
         instruction=args.instruction,
         cache=args.cache,
+        prefork=not args.no_prefork,
     )
     ok = True
     try:

@@ -44,6 +44,10 @@ SIZE_MISMATCH, CHECKSUM, FETCH_FAILED, SUPERSEDED = (
 )
 
 
+SIZE_HEADROOM = 4096  # bytes beyond the expected size in the receive buffer
+BUFFER_TOO_SMALL = -600  # get_into: the object is larger than the buffer
+
+
 def object_name(robot: str, key: str) -> str:
     return f'wam/{robot or "robot"}/{key}'
 
@@ -312,17 +316,13 @@ class MooncakeReader:
         ):  # the same observation again (a static scene), verified when fetched: no fetch
             return self.local.touch(known, rep.stamp_ns)
         t0 = time.perf_counter()
-        buf = self._buffer_for(nbytes)
-        stored = self._store.get_size(rep.name)
-        if stored < 0:
-            self._refuse(FETCH_FAILED)
-            return None
-        if stored != nbytes:
-            self._refuse(SIZE_MISMATCH)
-            return None
-        got = self._store.get_into(rep.name, buf.ctypes.data, nbytes)
+        # one call, no size query first: the buffer has room beyond the expected size, so
+        # an object of another size comes back with its own length (or "buffer too
+        # small") rather than truncated to look right
+        buf = self._buffer_for(nbytes + SIZE_HEADROOM)
+        got = self._store.get_into(rep.name, buf.ctypes.data, buf.nbytes)
         if got != nbytes:
-            self._refuse(FETCH_FAILED if got < 0 else SIZE_MISMATCH)
+            self._refuse(SIZE_MISMATCH if got >= 0 or got == BUFFER_TOO_SMALL else FETCH_FAILED)
             return None
         data = buf[:nbytes]
         if checksum(data) != rep.checksum:
