@@ -29,7 +29,7 @@ from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
 from wam_core.cache.factory import open_cache_reader
-from wam_core.cache.mooncake import RemoteRepresentation
+from wam_core.cache.mooncake import RemoteRepresentation, object_name
 from wam_core.cache.protocol import CacheError
 from wam_core.common.config import ActionExpertParams
 from wam_core.common.params import ConfigError
@@ -241,18 +241,23 @@ class ActionExpertNode(LifecycleNode):
             return
         self.subtask_text = msg.subtask.text
 
+    def _fetch_refused(self) -> dict[str, int]:
+        return self.cache.refused_counts() if self._remote else {}
+
     def _on_descriptor(self, msg: RepresentationDescriptor) -> None:
-        self._repr_rate.tick(time.monotonic())
         if msg.robot != self.robot:  # a miswired topic must not steer this arm
             self._reject(
                 'descriptor',
                 ValueError(f'representation of robot {msg.robot!r}, this is {self.robot!r}'),
             )
             return
+        self._repr_rate.tick(time.monotonic())
         if self._remote:  # mooncake: fetch now, off the tick; the ticker hears when ready
             self.cache.prefetch(
                 RemoteRepresentation(
-                    msg.segment,
+                    # the object name from this robot and the key, never from the message:
+                    # a descriptor cannot point this arm at another robot's object
+                    object_name(self.robot, msg.key),
                     msg.key,
                     msg.model_version,
                     convert.stamp_to_ns(msg.header.stamp),
@@ -417,10 +422,7 @@ class ActionExpertNode(LifecycleNode):
                 {
                     **self.rejected,
                     # mooncake: fetched tensors refused (size, checksum, failed, superseded)
-                    **{
-                        f'fetch_{k}': v
-                        for k, v in getattr(self.cache, 'fetch_refused', {}).items()
-                    },
+                    **{f'fetch_{k}': v for k, v in self._fetch_refused().items()},
                 }
             ),
             latency=latency,

@@ -185,13 +185,13 @@ class SafetyGate:
                 times[-1] if times else 0.0,
                 time.time_ns(),
                 max_late_s=self.monitor.cfg.chunk_hold_s,
-                min_ahead_s=0.0,
+                min_ahead_s=self.period_s,
             )
             if late is not None:
                 # a busy executor delivered it late: stale (a 300 ms chunk whose point 0
-                # is at most chunk_hold_s late still has half its horizon ahead), or one
-                # the controller would reject as ending in the past; the horizon rule
-                # holds the robot
+                # is at most chunk_hold_s late still has half its horizon ahead), or so
+                # close to its end that the controller could reject it as ending in the
+                # past (less than a period left); the horizon rule holds the robot
                 self.clamp.rejected['late'] = self.clamp.rejected.get('late', 0) + 1
                 self.node.get_logger().warning(
                     f'rejected chunk: late ({late})', throttle_duration_sec=1.0

@@ -86,8 +86,9 @@ def diag(r, action_level=OK, message='ok'):
 
 
 def chunk(r, positions):
-    """Stamped a period ahead, as the action expert stamps its chunks (tick + lead)."""
-    stamp = time.time_ns() + 20_000_000
+    """Stamped ahead, as the action expert stamps its chunks (tick + lead periods): more
+    than a period of it is left when the gate gets it, even a one-point chunk."""
+    stamp = time.time_ns() + 60_000_000
     r.raw.publish(rc.joint_trajectory(NAMES, np.array(positions), stamp, 0.02))
 
 
@@ -127,7 +128,7 @@ def test_gate_clamps_rejects_and_safety_stop_cycle(rig):
     assert r.node.gate.clamp.clamped_points == 2
     # NaN chunk and wrong joints never reach the robot
     chunk(r, [[math.nan] + [0.0] * 6])
-    bad = rc.joint_trajectory(NAMES[:6], np.zeros((1, 6)), time.time_ns() + 20_000_000, 0.02)
+    bad = rc.joint_trajectory(NAMES[:6], np.zeros((1, 6)), time.time_ns() + 60_000_000, 0.02)
     r.raw.publish(bad)
     spin(r, 0.2)
     assert len(forwarded(r)) == 1

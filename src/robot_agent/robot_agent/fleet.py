@@ -102,7 +102,11 @@ class Fleet:
             self.master = MooncakeMaster(
                 world_host, free_port(world_host), free_port(world_host)
             ).start()
-            self.master.wait_ready()
+            try:
+                self.master.wait_ready()
+            except BaseException:
+                self.master.stop()
+                raise
             self._ros_args += [
                 '-p',
                 f'repr_cache.mooncake.master_address:={self.master.master_address}',
@@ -150,10 +154,14 @@ class Fleet:
         for n in (*self.robots.values(), *self.monitors.values()):
             self.executor.add_node(n)
         self._agent, self._instruction = agent, instruction
-        if mode == 'single':
-            self._start_single()
-        else:
-            self._start_multi()
+        try:
+            if mode == 'single':
+                self._start_single()
+            else:
+                self._start_multi()
+        except BaseException:
+            self.shutdown()  # no master, child or rclpy context left behind
+            raise
 
     # bring-up ---------------------------------------------------------------------
     def _start_single(self) -> None:

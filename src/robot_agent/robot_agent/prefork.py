@@ -2,13 +2,13 @@
 
 Every expert or harness process imports rclpy, torch and transformers before it does
 anything: ~210 MB of private memory each, twice per robot. ``Preforker`` starts Python's
-multiprocessing *forkserver* with those imports done once (``wam_util``-free module
-list below, then ``gc.freeze()`` so the collector does not touch, and so copy, the
-imported objects), and forks each node process from it: the imported code and data
-stay shared copy-on-write. A forked node then runs exactly what ``python -m <module>``
-runs (the module's ``main()`` with the same ROS arguments), in a fresh process with its
-own rclpy context; it dies with the forkserver, which dies with the process that
-started it.
+multiprocessing *forkserver* with those imports done once (``robot_agent.preload``:
+rclpy, torch, transformers and the node modules, then ``gc.freeze()`` so the collector
+does not touch, and so copy, the imported objects), and forks each node process from
+it: the imported code and data stay shared copy-on-write. A forked node then runs
+exactly what ``python -m <module>`` runs (the module's ``main()`` with the same ROS
+arguments), in a fresh process with its own rclpy context; it dies with the
+forkserver, which dies with the process that started it.
 
 ``PreforkedProcess`` answers as much of ``subprocess.Popen`` as the bring-ups use
 (``pid``, ``args``, ``poll``, ``wait``, ``send_signal``, ``kill``, ``returncode``).
@@ -80,7 +80,10 @@ class Preforker:
         self._ctx.set_forkserver_preload(list(preload or PRELOAD))
 
     def start(self, module: str, argv: list[str], env: dict[str, str]) -> PreforkedProcess:
-        proc = self._ctx.Process(target=_run_node, args=(module, argv, env), name=module)
+        # daemon: multiprocessing ends it at this process's exit, even without a shutdown
+        proc = self._ctx.Process(
+            target=_run_node, args=(module, argv, env), name=module, daemon=True
+        )
         proc.start()
         return PreforkedProcess(proc, [sys.executable, '-m', module, *argv])
 

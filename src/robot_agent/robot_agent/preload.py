@@ -1,9 +1,11 @@
 """What the fleet's process template (``prefork``) imports once for every node it forks.
 
-Importing this module loads rclpy, torch, transformers, the sentence-transformers
-embedding stack and the node modules, then freezes the collector's view of everything
-loaded so far (``gc.freeze``): the garbage collector then never walks, and so never
-writes to, those objects, and the forked nodes keep sharing their pages.
+Importing this module loads rclpy, torch, transformers and the node modules (the
+harness's embedding model itself is loaded by each harness: running torch in the
+template before forking would leave the children an initialised thread pool), then
+freezes the collector's view of everything loaded so far (``gc.freeze``): the garbage
+collector then never walks, and so never writes to, those objects, and the forked nodes
+keep sharing their pages.
 """
 
 import gc

@@ -7,6 +7,7 @@ import pytest
 
 from wam_core.cache.factory import segment_name
 from wam_core.cache.inprocess import InProcessCache
+from wam_core.cache.protocol import CacheError
 from wam_core.models.world_expert import WorldExpert
 from wam_core.serving.batch_window import BatchWindow
 from wam_core.serving.fleet_encoder import FleetEncoder, Frame
@@ -86,3 +87,29 @@ def test_batched_encode_equals_one_by_one_and_counts_one_call_per_distinct_frame
     r2_new = dict((r, res) for r, _, res in out)['r2'].entry
     assert caches['r2'].lookup(r2_new.fingerprint) is not None
     assert caches['r1'].lookup(r2_new.fingerprint) is None
+
+
+class _DownCache(InProcessCache):
+    """A cache whose writes fail (a remote store that went away)."""
+
+    def put(self, fingerprint, stamp_ns, array):
+        raise CacheError('store down')
+
+
+def test_one_robots_cache_failure_costs_no_other_robot_its_representation(world):
+    caches = {
+        'r1': InProcessCache(16, 1000, world.version),
+        'r2': _DownCache(16, 1000, world.version),
+    }
+    fleet = FleetEncoder(world, {r: FrameEncoder(world, c) for r, c in caches.items()})
+    out = dict(
+        (r, res)
+        for r, _, res in fleet.encode(
+            [(r, _frame(SyntheticScene(128, seed=i), 3)) for i, r in enumerate(caches)]
+        )
+    )
+    assert type(out['r1']).__name__ == 'EncodeOutcome'
+    assert isinstance(out['r2'], CacheError)
+    # the frame was encoded once and counted: calls per distinct frame stays exact
+    assert fleet.encoders['r2'].calls_per_frame() == 1.0
+    assert fleet.encoders['r1'].calls_per_frame() == 1.0

@@ -67,7 +67,8 @@ class WorldExpertNode(LifecycleNode):
         self._subs = []
         self._pubs: dict[str, object] = {}
         self._diag_timer = None
-        self._frame_rate = RateMeter()
+        self._frame_rates: dict[str, RateMeter] = {r: RateMeter() for r in self.robots}
+        self.cache_write_failures = 0
         self.ready = False
         # Frames are encoded on a worker thread, newest first per robot (a frame that
         # arrives while its robot's last one waits replaces it), batched across robots:
@@ -237,7 +238,7 @@ class WorldExpertNode(LifecycleNode):
             pass  # bad joint states are rejected and counted by the action expert and harness
 
     def _on_image(self, robot: str, msg: Image) -> None:
-        self._frame_rate.tick(time.monotonic())
+        self._frame_rates[robot].tick(time.monotonic())
         stamp_ns = convert.stamp_to_ns(msg.header.stamp)
         try:
             self.encoders[robot].check(
@@ -275,6 +276,11 @@ class WorldExpertNode(LifecycleNode):
                     self.get_logger().warning(
                         f'rejected camera frame{_of(robot)}: {out}', throttle_duration_sec=1.0
                     )
+                elif isinstance(out, CacheError):
+                    self.cache_write_failures += 1
+                    self.get_logger().error(
+                        f'representation{_of(robot)} not cached: {out}', throttle_duration_sec=1.0
+                    )
                 elif self._running:  # not while shutting down: the context may be gone
                     self._pubs[robot].publish(self._descriptor(robot, frame.source, out))
 
@@ -297,13 +303,20 @@ class WorldExpertNode(LifecycleNode):
 
     def _status(self) -> WorldExpertStatus:
         encs = list(self.encoders.values())
-        rate = self._frame_rate.rate(time.monotonic()) / max(len(self.robots), 1)
+        now = time.monotonic()
+        # the slowest camera: one robot's dead camera must not hide in an average
+        slowest, rate = min(
+            ((r, m.rate(now)) for r, m in self._frame_rates.items()), key=lambda x: x[1]
+        )
         expected = self.cfg.expected_camera_hz
         level, message = OK, 'encoding'
         if not self.ready:
             level, message = WARN, 'not active'
         elif rate < 0.5 * expected:
-            level, message = WARN, f'camera at {rate:.1f} Hz, expected {expected:.0f} Hz'
+            level, message = (
+                WARN,
+                f'camera{_of(slowest)} at {rate:.1f} Hz, expected {expected:.0f} Hz',
+            )
         frames = sum(e.frames for e in encs)
         hits = sum(e.hits for e in encs)
         distinct = frames - hits

@@ -145,18 +145,27 @@ class MooncakeWriter:
             self._drop_all()
 
     def lookup(self, fingerprint: str) -> CacheEntry | None:
-        return self._entries.get(fingerprint)
+        """A repeated frame's entry, if its object is still in the store (a restarted
+        master has lost it: then the frame is encoded and put again)."""
+        entry = self._entries.get(fingerprint)
+        if entry is not None and self._store.is_exist(object_name(self.robot, entry.key)) != 1:
+            del self._entries[fingerprint]
+            return None
+        return entry
 
     def put(self, fingerprint: str, stamp_ns: int, array: np.ndarray) -> CacheEntry:
         data = np.ascontiguousarray(array).tobytes()
         key = make_key(fingerprint, self.version)
         name = object_name(self.robot, key)
         rc = self._store.put(name, data)
-        if rc != 0 and self._store.is_exist(name) != 1:
+        if rc != 0 and self._store.is_exist(name) == 1:
+            # an object of that name is there already (a put that timed out, another
+            # encode of the frame): its bytes may differ from these, whose checksum the
+            # descriptor will carry, so replace it
+            self._store.remove(name, True)
+            rc = self._store.put(name, data)
+        if rc != 0:
             self.put_failures += 1
-            # the store may have lost everything (a restarted master): nothing we indexed
-            # can be trusted to be there, so the next identical frame is put again
-            self._entries.clear()
             raise CacheError(f'Mooncake Store put of {name} failed ({rc})')
         self._slot = (self._slot + 1) % (1 << 31)
         entry = CacheEntry(
@@ -253,7 +262,8 @@ class MooncakeReader:
         self.robot = robot
         self.local = InProcessCache(capacity, ttl_ms, '', clock)
         self.stats = self.local.stats  # the tick's reads: hits and refusals by reason
-        self.fetch_refused: dict[str, int] = {}
+        self.fetch_refused: dict[str, int] = {}  # under _lock: two threads count
+        self._lock = threading.Lock()
         self.fetches = 0
         self.on_ready: Callable[[CacheEntry], None] | None = None  # a fetched entry
         self.on_fetch_ms: Callable[[float], None] | None = None  # each fetch's latency
@@ -274,11 +284,16 @@ class MooncakeReader:
         with self._wake:
             if self._pending is not None:
                 self._refuse(SUPERSEDED)
-            self._pending = rep
+            self._pending = (rep, time.perf_counter())  # fetch latency from arrival
             self._wake.notify()
 
     def _refuse(self, reason: str) -> None:
-        self.fetch_refused[reason] = self.fetch_refused.get(reason, 0) + 1
+        with self._lock:
+            self.fetch_refused[reason] = self.fetch_refused.get(reason, 0) + 1
+
+    def refused_counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.fetch_refused)
 
     def _fetch_loop(self) -> None:
         while True:
@@ -287,16 +302,15 @@ class MooncakeReader:
                     self._wake.wait()
                 if not self._running:
                     return
-                rep, self._pending = self._pending, None
+                (rep, arrived), self._pending = self._pending, None
             try:
-                entry = self._fetch(rep)
+                entry = self._fetch(rep, arrived)
+                if entry is not None and self.on_ready is not None:
+                    self.on_ready(entry)
             except Exception:  # the store went away mid-call: the tick sees no entry
                 self._refuse(FETCH_FAILED)
-                continue
-            if entry is not None and self.on_ready is not None:
-                self.on_ready(entry)
 
-    def _fetch(self, rep: RemoteRepresentation) -> CacheEntry | None:
+    def _fetch(self, rep: RemoteRepresentation, arrived: float) -> CacheEntry | None:
         try:
             dtype = np.dtype(rep.dtype)
         except TypeError:
@@ -315,7 +329,6 @@ class MooncakeReader:
             rep.dtype,
         ):  # the same observation again (a static scene), verified when fetched: no fetch
             return self.local.touch(known, rep.stamp_ns)
-        t0 = time.perf_counter()
         # one call, no size query first: the buffer has room beyond the expected size, so
         # an object of another size comes back with its own length (or "buffer too
         # small") rather than truncated to look right
@@ -329,8 +342,8 @@ class MooncakeReader:
             self._refuse(CHECKSUM)
             return None
         array = data.view(dtype).reshape(rep.shape).copy()
-        if self.on_fetch_ms is not None:
-            self.on_fetch_ms((time.perf_counter() - t0) * 1e3)
+        if self.on_fetch_ms is not None:  # descriptor arrival -> tensor verified
+            self.on_fetch_ms((time.perf_counter() - arrived) * 1e3)
         self.fetches += 1
         self._checksums[fingerprint] = (rep.checksum, rep.shape, rep.dtype)
         while len(self._checksums) > 4 * self.local.capacity:
@@ -358,5 +371,9 @@ class MooncakeReader:
         with self._wake:
             self._running = False
             self._wake.notify()
-        self._thread.join(timeout=2.0)
+        self._thread.join(timeout=5.0)
+        if self._thread.is_alive():  # stuck in a store call: closing under it is worse
+            return
+        if self._buffer is not None:
+            self._store.unregister_buffer(self._buffer.ctypes.data)
         self._store.close()

@@ -93,9 +93,13 @@ class MooncakeMaster:
         if self.proc is not None and self.proc.poll() is None:
             return self
         out = open(self.log_path, 'ab') if self.log_path else subprocess.DEVNULL
-        self.proc = subprocess.Popen(
-            self.command(), stdout=out, stderr=subprocess.STDOUT, preexec_fn=_own_session
-        )
+        try:
+            self.proc = subprocess.Popen(
+                self.command(), stdout=out, stderr=subprocess.STDOUT, preexec_fn=_own_session
+            )
+        finally:
+            if out is not subprocess.DEVNULL:
+                out.close()  # the child has its own descriptor
         return self
 
     def ready(self) -> bool:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..cache.protocol import CacheError
 from .frame_encoder import EncodeOutcome, FrameEncoder, PendingEncode
 from .image import ImageError
 
@@ -37,8 +38,10 @@ class FleetEncoder:
 
     def encode(
         self, batch: list[tuple[str, Frame]]
-    ) -> list[tuple[str, Frame, EncodeOutcome | ImageError]]:
-        """Each robot's frame -> its cache entry (hit or new), or the ImageError (counted)."""
+    ) -> list[tuple[str, Frame, EncodeOutcome | ImageError | CacheError]]:
+        """Each robot's frame -> its cache entry (hit or new), or the ImageError (counted),
+        or the CacheError of that robot's cache write: one robot's failure never costs
+        another robot its representation."""
         results: list = []
         pending: list[tuple[str, Frame, PendingEncode]] = []
         for robot, f in batch:
@@ -58,7 +61,10 @@ class FleetEncoder:
             reps = self.expert.encode_batch([p.rgb for _, _, p in pending])
             ms = (time.perf_counter() - t0) * 1e3  # each frame waited for the whole pass
             for (robot, f, p), rep in zip(pending, reps, strict=True):
-                results.append((robot, f, self.encoders[robot].complete(p, rep, ms)))
+                try:
+                    results.append((robot, f, self.encoders[robot].complete(p, rep, ms)))
+                except CacheError as exc:  # this robot's cache (a store that is down)
+                    results.append((robot, f, exc))
         return results
 
     @property
