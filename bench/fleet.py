@@ -144,7 +144,9 @@ def main(argv=None) -> int:
             f'obs->action p99 {r["obs_to_action_ms_p99"]:.1f} ms, calls/frame '
             f'{r["world_calls_per_frame"]:.2f}, batch {r["batch_mean"]:.2f}, degraded '
             f'{r["degraded_share"] * 100:.1f}%, memory RSS {r["rss_mb_total"]:.0f} MB / PSS '
-            f'{r["pss_mb_total"]:.0f} MB'
+            f'{r["pss_mb_total"]:.0f} MB; CPU cores '
+            + ', '.join(f'{k} {v:.2f}' for k, v in r['cpu_cores_by_role'].items())
+            + f'; world encode p99 {r["world_encode_ms_p99"]:.1f} ms'
             + (f'; misses: {", ".join(r["misses"])}' if r['misses'] else ''),
             flush=True,
         )
