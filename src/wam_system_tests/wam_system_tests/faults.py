@@ -13,8 +13,9 @@ measures:
 - unsafe: forwarded points that break a joint limit (must be 0);
 - stale: full chunks forwarded around the fault (from 0.5 s before it to the end of the
   drill) with no representation of the accepted model version observed within TTL + one
-  control period before the chunk's tick, i.e. actions from a stale, missing or
-  wrong-version representation (must be 0);
+  control period before the chunk's tick (its stamp less the stamp lead the action
+  expert reported then), i.e. actions from a stale, missing or wrong-version
+  representation (must be 0);
 - conformance: forwarded trajectories joint_trajectory_controller would reject (must be 0);
 - recovery_s: the fault cleared (for a restart: the stamp of its first new output) -> the
   next full chunk forwarded (target <= 2 s);
@@ -50,7 +51,7 @@ from wam_core.control.conformance import ConformanceCounter, ControllerRules, vi
 from wam_core.control.limits import ClampGate, trajectory_violations
 from wam_core.models.manifest import read_manifest, write_manifest
 from wam_interfaces.action import ExecuteTask
-from wam_interfaces.msg import RepresentationDescriptor
+from wam_interfaces.msg import ActionExpertStatus, RepresentationDescriptor
 from wam_util import convert, qos
 
 from .report import read_report, record_conformance, update_report_part
@@ -136,6 +137,14 @@ class Recorder:
             ),
             100,
         )
+        # the lead the action expert stamps chunks with, as it changes (its status)
+        self.leads: list[tuple[float, int]] = []
+        node.create_subscription(
+            ActionExpertStatus,
+            f'{ns}/action_expert/status',
+            lambda m: self.leads.append((time.monotonic(), int(m.stamp_lead_periods))),
+            qos.EVENTS,
+        )
         node.create_subscription(
             RepresentationDescriptor,
             f'{ns}/world_expert/representation',
@@ -158,10 +167,18 @@ class Recorder:
         if msg.model_version == self.accepted_version:
             bisect.insort(self.fresh_obs_ns, convert.stamp_to_ns(msg.header.stamp))
 
-    def stale(self, stamp_ns: int) -> bool:
-        """No accepted-version observation within max_age before the chunk's tick (its stamp
-        less one period: a later tick would only make the representation look older)."""
-        tick_ns = stamp_ns - self.period_ns
+    def lead_periods(self, t: float) -> int:
+        """The action expert's stamp lead (periods between a tick and its chunk's stamp)
+        in force at ``t`` (this clock), from its status; 1 before the first status."""
+        i = bisect.bisect_right(self.leads, (t, 1 << 30))
+        return self.leads[i - 1][1] if i else 1
+
+    def stale(self, stamp_ns: int, arrived: float | None = None) -> bool:
+        """No accepted-version observation within max_age before the chunk's tick: its
+        stamp less the lead the action expert stamped it with (a smaller lead would only
+        make the representation look older)."""
+        lead = 1 if arrived is None else self.lead_periods(arrived)
+        tick_ns = stamp_ns - lead * self.period_ns
         i = bisect.bisect_right(self.fresh_obs_ns, tick_ns)
         return i == 0 or tick_ns - self.fresh_obs_ns[i - 1] > self.max_age_ns
 
@@ -227,7 +244,7 @@ class Recorder:
         stale = sum(
             1
             for t, n, stamp in self.forwarded
-            if t_fault - 0.5 <= t <= t_end and n > 1 and self.stale(stamp)
+            if t_fault - 0.5 <= t <= t_end and n > 1 and self.stale(stamp, t)
         )
         after = [t for t, n, _ in self.forwarded if t_clear is not None and t >= t_clear and n > 1]
         timeline = [
@@ -753,6 +770,7 @@ def _line(r: FaultResult) -> str:
         f'{r.fault:18} hold {rounded(r.hold_ms, 1)} ms (brake {rounded(r.brake_ms, 1)}) | '
         f'unsafe {r.unsafe} | stale {r.stale} | conformance {r.conformance} | '
         f'recovery {rounded(r.recovery_s, 2)} s | {"ok" if r.ok else "MISSED"}'
+        + ('' if r.ok or not r.notes else f' ({r.notes})')
     )
 
 
