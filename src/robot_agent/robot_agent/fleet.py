@@ -16,6 +16,11 @@ This process runs the robots (the MuJoCo tabletop with its agent, or the synthet
 source, each with its own seed) and one monitor per robot, and ends with a per-robot
 summary. The parameters are config/wam.yaml plus config/fleet.yaml (the fleet's
 overlay: a robot's gate depends on its own action expert and the shared world expert).
+
+In multi mode the node processes are forked from a pre-loaded template (``prefork``,
+multiprocessing's forkserver): a script that builds a ``Fleet`` needs the usual
+``if __name__ == '__main__':`` guard, since multiprocessing imports the main module in
+each child.
 """
 
 from __future__ import annotations

@@ -374,7 +374,7 @@ def fault_version_mismatch(stack, rec: Recorder) -> FaultResult:
         while worker.is_alive():
             stack.spin_for(0.05)
         worker.join()
-        stack.kill_child('world', signal.SIGINT)
+        _stop_spinning(stack, 'world')
         stack.spin_for(0.2)
         stack.start_child('world', override('world_expert', 'model_dir', other))
         n = len(rec.descriptors)
@@ -386,7 +386,7 @@ def fault_version_mismatch(stack, rec: Recorder) -> FaultResult:
         # the first descriptor of the other version is the fault
         t_fault = next(t for t, v in rec.descriptors[n:] if v.endswith('-other'))
         stack.spin_for(1.0)
-        stack.kill_child('world', signal.SIGINT)
+        _stop_spinning(stack, 'world')
         stack.spin_for(0.2)
         stack.start_child('world')
         n = len(rec.descriptors)
@@ -400,6 +400,15 @@ def fault_version_mismatch(stack, rec: Recorder) -> FaultResult:
         )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _stop_spinning(stack, role: str, timeout: float = 10.0) -> None:
+    """SIGINT one node process and wait for its exit while spinning: a blocking wait (a
+    shutting-down expert takes about a second) would leave the recorder to take the
+    trajectories forwarded meanwhile a second late, as if they had ended in the past."""
+    proc = stack.kill_child(role, signal.SIGINT, reap=False)
+    stack.spin_for(timeout, until=lambda: proc.poll() is not None)
+    proc.wait(timeout=1.0)
 
 
 def _reset_harness(stack) -> None:
