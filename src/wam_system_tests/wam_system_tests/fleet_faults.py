@@ -5,7 +5,9 @@ Store between the world host (127.0.0.2) and the robot host (127.0.0.3).
   ports (cleared: each robot's first representation after the restart);
 - store_pause: mooncake_master stopped for 300 ms (SIGSTOP, then SIGCONT; cleared then);
 - fleet_action_kill: robot2's action expert killed (kill -9) and restarted 1 s later
-  while robot1 keeps running (cleared: robot2's first chunk from the new expert).
+  while robot1 keeps running (cleared: robot2's first chunk from the new expert);
+- fleet_world_kill: the world expert all robots share killed (kill -9) and restarted 1 s
+  later (cleared: each robot's first representation from the new one).
 
 Each robot has its own recorder on /<robot>/arm_controller/joint_trajectory with the
 lone-robot drill's measures (``faults.Recorder``: hold, brake, unsafe, stale, conformance,
@@ -163,7 +165,31 @@ def fault_fleet_action_kill(fleet, recs: dict[str, Recorder]) -> FaultResult:
     return _combine('fleet_action_kill', fleet, recs, [victim], t_fault, {victim: t_clear})
 
 
+def fault_fleet_world_kill(fleet, recs: dict[str, Recorder]) -> FaultResult:
+    """The shared world expert killed (kill -9) and restarted 1 s later: every robot
+    depends on it and must hold (cleared: each robot's first representation from the new
+    world expert)."""
+    _serving_all(fleet, recs)
+    t_fault = time.monotonic()
+    dead = fleet.kill_child('world', signal.SIGKILL)
+    fleet.spin_for(1.0)
+    dead.wait(timeout=10)
+    fleet.start_child('world')
+    marks = {r: len(rec.observations) for r, rec in recs.items()}
+    _spin_until(
+        fleet, lambda: all(len(rec.observations) > marks[r] for r, rec in recs.items()), 60.0
+    )
+    t_clear = {
+        r: rec.observations[marks[r]] if len(rec.observations) > marks[r] else None
+        for r, rec in recs.items()
+    }
+    for r, rec in recs.items():
+        _chunk_after(fleet, rec, t_clear[r])
+    return _combine('fleet_world_kill', fleet, recs, list(recs), t_fault, t_clear)
+
+
 FLEET_FAULTS = {
+    'fleet_world_kill': fault_fleet_world_kill,
     'store_master_kill': fault_store_master_kill,
     'store_pause': fault_store_pause,
     'fleet_action_kill': fault_fleet_action_kill,
