@@ -39,7 +39,7 @@ dagger: setup                     ## one DAgger round on models/: on-policy epis
 eval: setup                       ## success over 50 held-out episodes: ROS 2 stack / direct policy / unified baseline
 	@$(ENV) && python -m wam_system_tests.evaluate $(EVAL_ARGS) && python bench/render_report.py
 
-faults: setup                     ## inject every fault into the multi-process stack on the sim (~2 min per round; REPEAT=20 rounds)
+faults: setup                     ## inject every fault: the multi-process stack on the sim, then a 2-robot fleet on the Mooncake Store (~4 min per round; REPEAT=20 rounds)
 	@$(ENV) && python -m wam_system_tests.faults --repeat $(or $(REPEAT),1) $(FAULT_ARGS); rc=$$?; python bench/render_report.py; exit $$rc
 
 soak: setup                       ## the full stack on the sim for SOAK_MINUTES (default 30): growth and drift

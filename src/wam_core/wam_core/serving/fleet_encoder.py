@@ -49,7 +49,7 @@ class FleetEncoder:
                 begun = self.encoders[robot].begin(
                     f.encoding, f.height, f.width, f.step, f.data, f.stamp_ns
                 )
-            except ImageError as exc:
+            except (ImageError, CacheError) as exc:  # a bad frame; a cache that failed
                 results.append((robot, f, exc))
                 continue
             if isinstance(begun, EncodeOutcome):
