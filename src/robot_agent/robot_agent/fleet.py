@@ -42,9 +42,10 @@ from wam_core.cache.mooncake_master import MooncakeMaster, free_port
 from wam_core.common.config import WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config, workspace_root
+from wam_core.common.process import die_with_parent
 from wam_util.executors import bring_up, make_executor, spin_slice
 
-from .stack import NAN, Monitor, _count, _die_with_parent, _latency
+from .stack import NAN, Monitor, _count, _latency, close_nodes, stop_processes
 
 # Two hosts on one machine: the world expert's side of the Mooncake Store binds to
 # 127.0.0.2, the robots' side to 127.0.0.3 (Linux answers all of 127.0.0.0/8 on lo).
@@ -215,7 +216,7 @@ class Fleet:
             p = subprocess.Popen(
                 [sys.executable, '-m', CHILDREN[role], *args],
                 env=dict(os.environ, PYTHONUNBUFFERED='1'),
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         self.children[f'{robot}/{role}' if robot else role] = p
         return p
@@ -343,25 +344,8 @@ class Fleet:
         return {'rss_mb_total': rss, 'pss_mb_total': pss}
 
     def shutdown(self) -> None:
-        for p in self.children.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGINT)
-        for p in self.children.values():
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        self.executor.shutdown()
-        for n in (self.world, *self.actions.values()):
-            if n is not None:
-                n.release()
-        for n in list(self.executor.get_nodes()):
-            try:
-                n.destroy_node()
-            except Exception:
-                pass
-        rclpy.try_shutdown()
+        stop_processes(list(self.children.values()))
+        close_nodes(self.executor, (self.world, *self.actions.values()))
         if self.master is not None:
             self.master.stop()
 

@@ -23,6 +23,8 @@ import signal
 import subprocess
 import sys
 
+from wam_core.common.process import die_with_parent
+
 # imported once in the template; a node's own module is imported there too, so its
 # import cost is paid once for every robot
 PRELOAD = [
@@ -32,9 +34,7 @@ PRELOAD = [
 
 def _run_node(module: str, argv: list[str], env: dict[str, str]) -> None:
     """In the forked child: become ``python -m module argv...``."""
-    import ctypes
-
-    ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    die_with_parent()  # the forkserver's child: dies with it
     os.environ.clear()  # exactly the requester's environment, not the template's
     os.environ.update(env)
     sys.argv = [module, *argv]

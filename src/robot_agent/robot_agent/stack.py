@@ -30,6 +30,7 @@ from wam_core.cache.inprocess import InProcessCache
 from wam_core.common.config import ActionExpertParams, WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config, resolve_path
+from wam_core.common.process import die_with_parent
 from wam_core.common.robot import TABLETOP_ARM
 from wam_core.control.conformance import ConformanceCounter, ControllerRules, violations
 from wam_core.serving.latency import LatencyWindow
@@ -140,12 +141,34 @@ def override(node: str, name: str, value) -> list[str]:
     return ['-p', f'{node}:{name}:={text}']
 
 
-def _die_with_parent() -> None:
-    """Child processes get SIGTERM when the stack dies, even by kill -9: no orphans."""
-    import ctypes
+def stop_processes(procs, timeout: float = 10.0) -> None:
+    """SIGINT every child still running, then wait for each; kill what does not exit."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+    for p in procs:
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL('libc.so.6', use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+def close_nodes(executor, releasable, extra=()) -> None:
+    """After the children: stop the executor, release the in-process experts (their
+    caches), destroy every node and end the rclpy context."""
+    executor.shutdown()
+    for n in releasable:
+        if n is not None:
+            n.release()
+    for n in [*executor.get_nodes(), *extra]:
+        if n is None:
+            continue
+        try:
+            n.destroy_node()
+        except Exception:
+            pass
+    rclpy.try_shutdown()
 
 
 class Stack:
@@ -242,7 +265,7 @@ class Stack:
         p = subprocess.Popen(
             [sys.executable, '-m', self.CHILDREN[role]] + args,
             env=env,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         self.children[role] = p
         self.procs.append(p)
@@ -340,27 +363,10 @@ class Stack:
         }
 
     def shutdown(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGINT)
-        for p in self.procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        self.executor.shutdown()
-        for n in (self.world, self.action):
-            if n is not None:
-                n.release()
-        for n in list(self.executor.get_nodes()) + [self.robot, self.monitor, self.agent]:
-            if n is None:
-                continue
-            try:
-                n.destroy_node()
-            except Exception:
-                pass
-        rclpy.try_shutdown()
+        stop_processes(self.procs)
+        close_nodes(
+            self.executor, (self.world, self.action), (self.robot, self.monitor, self.agent)
+        )
 
 
 def status_line(stack: Stack) -> str:

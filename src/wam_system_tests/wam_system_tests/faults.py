@@ -205,6 +205,22 @@ class Recorder:
             self.conformance_examples.append('; '.join(problems))
         self.forwarded.append((t, len(msg.points), stamp_ns))
 
+    def cleared_after_restart(self, events: list, n: int, t_restart: float) -> float | None:
+        """When a restarted node's fault cleared: its first new output (``events[n]``,
+        the stack's clock), or the tick of the first full chunk forwarded after the
+        restart if earlier (this process may match a restarted publisher later than the
+        stack does)."""
+        t_clear = events[n] if len(events) > n else None
+        period = self.period_ns * 1e-9
+        after = [
+            stamp * 1e-9 - self.wall_minus_monotonic - period
+            for t, k, stamp in self.forwarded
+            if k > 1 and t >= t_restart
+        ]
+        if after and (t_clear is None or after[0] < t_clear):
+            t_clear = after[0]
+        return t_clear
+
     def stopped_at(self, t: float) -> bool:
         before = [s for ts, s in self.stops if ts <= t]
         return bool(before and before[-1])
@@ -305,17 +321,8 @@ def _kill_and_restart(stack, rec: Recorder, role: str, events: list) -> tuple:
     stack.start_child(role)
     t_restart = time.monotonic()
     n = len(events)
-    t_clear = events[n] if _wait(stack, lambda: len(events) > n, 60.0) is not None else None
-    # This process may match a restarted publisher later than the stack does: a full chunk
-    # forwarded after the restart also marks the fault cleared (its tick, from its stamp).
-    period = rec.period_ns * 1e-9
-    after = [
-        stamp * 1e-9 - rec.wall_minus_monotonic - period
-        for t, k, stamp in rec.forwarded
-        if k > 1 and t >= t_restart
-    ]
-    if after and (t_clear is None or after[0] < t_clear):
-        t_clear = after[0]
+    _wait(stack, lambda: len(events) > n, 60.0)
+    t_clear = rec.cleared_after_restart(events, n, t_restart)
     _chunk_after(stack, rec, t_clear)
     return t_fault, t_clear
 

@@ -152,15 +152,7 @@ def fault_fleet_action_kill(fleet, recs: dict[str, Recorder]) -> FaultResult:
     rec = recs[victim]
     n = len(rec.raw)
     _spin_until(fleet, lambda: len(rec.raw) > n, 60.0)
-    t_clear = rec.raw[n] if len(rec.raw) > n else None
-    period = rec.period_ns * 1e-9
-    after = [
-        stamp * 1e-9 - rec.wall_minus_monotonic - period
-        for t, k, stamp in rec.forwarded
-        if k > 1 and t >= t_restart
-    ]
-    if after and (t_clear is None or after[0] < t_clear):
-        t_clear = after[0]
+    t_clear = rec.cleared_after_restart(rec.raw, n, t_restart)
     _chunk_after(fleet, rec, t_clear)
     return _combine('fleet_action_kill', fleet, recs, [victim], t_fault, {victim: t_clear})
 

@@ -24,6 +24,7 @@ import time
 import urllib.error
 import urllib.request
 
+from ..common.process import die_with_parent
 from .protocol import CacheError
 
 
@@ -48,10 +49,8 @@ def free_port(host: str = '127.0.0.1') -> int:
 def _own_session() -> None:
     """In the child: its own session (a terminal's Ctrl-C goes to the stack, which stops
     it in order), and SIGTERM when its parent dies, even by kill -9: no orphan master."""
-    import ctypes
-
     os.setsid()
-    ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    die_with_parent()
 
 
 class MooncakeMaster:

@@ -1,0 +1,14 @@
+"""Child processes the stack starts: they never outlive the process that started them."""
+
+from __future__ import annotations
+
+import ctypes
+import signal
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """In a child (a ``preexec_fn``, or right after a fork): get ``sig`` when the parent
+    dies, even by kill -9, so no node or store process is left orphaned."""
+    ctypes.CDLL('libc.so.6', use_errno=True).prctl(PR_SET_PDEATHSIG, sig)
