@@ -43,7 +43,7 @@ from wam_core.common.config import WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config, workspace_root
 from wam_core.common.process import die_with_parent
-from wam_util.executors import bring_up, make_executor, spin_slice
+from wam_util.executors import BackgroundSpinner, bring_up, make_executor, spin_slice
 
 from .stack import NAN, Monitor, _count, _latency, close_nodes, stop_processes
 
@@ -157,8 +157,9 @@ class Fleet:
             else:
                 raise ValueError(f'unknown robot {robot!r}')
             self.monitors[name] = Monitor(namespace=ns)
-        for n in (*self.robots.values(), *self.monitors.values()):
+        for n in self.robots.values():
             self.executor.add_node(n)
+        self.observers = BackgroundSpinner(self.monitors.values())  # see Stack
         self._agent, self._instruction = agent, instruction
         try:
             if mode == 'single':
@@ -345,7 +346,7 @@ class Fleet:
 
     def shutdown(self) -> None:
         stop_processes(list(self.children.values()))
-        close_nodes(self.executor, (self.world, *self.actions.values()))
+        close_nodes(self.executor, (self.world, *self.actions.values()), (), self.observers)
         if self.master is not None:
             self.master.stop()
 

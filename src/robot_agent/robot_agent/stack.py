@@ -23,6 +23,7 @@ import rclpy
 import rclpy.executors
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
+from rclpy.subscription import MessageInfo
 from std_msgs.msg import Bool
 from trajectory_msgs.msg import JointTrajectory
 
@@ -41,7 +42,7 @@ from wam_interfaces.msg import (
     WorldExpertStatus,
 )
 from wam_util import convert, qos
-from wam_util.executors import bring_up, make_executor, spin_slice
+from wam_util.executors import BackgroundSpinner, bring_up, make_executor, spin_slice
 
 from .synthetic_robot import SyntheticRobot
 
@@ -98,14 +99,16 @@ class Monitor(Node):
             self.chunks += 1
             self.last_full_chunk = msg
 
-    def _on_forwarded(self, msg: JointTrajectory) -> None:
+    def _on_forwarded(self, msg: JointTrajectory, info: MessageInfo) -> None:
         self.forwarded += 1
         bad = violations(
             self._rules,
             msg.joint_names,
             convert.conformance_points(msg),
             convert.stamp_to_ns(msg.header.stamp),
-            time.time_ns(),  # when this process got it: a stalled monitor makes it late
+            # when the middleware received it (wall clock), as a controller with a free
+            # executor would see it: not when this busy process got round to the callback
+            info['received_timestamp'],
         )
         self.conformance.add(bad)
         if bad:
@@ -154,9 +157,10 @@ def stop_processes(procs, timeout: float = 10.0) -> None:
             p.wait()
 
 
-def close_nodes(executor, releasable, extra=()) -> None:
-    """After the children: stop the executor, release the in-process experts (their
+def close_nodes(executor, releasable, extra=(), observers: BackgroundSpinner | None = None):
+    """After the children: stop the executors, release the in-process experts (their
     caches), destroy every node and end the rclpy context."""
+    extra = [*extra, *(observers.close() if observers is not None else ())]
     executor.shutdown()
     for n in releasable:
         if n is not None:
@@ -210,12 +214,14 @@ class Stack:
         else:
             raise ValueError(f'unknown robot {robot!r}')
         self.monitor = Monitor()
+        # the monitor checks what reaches the robot as a controller process would see it
+        self.observers = BackgroundSpinner([self.monitor])
         self.agent = None
         if agent:
             from .agent_node import AgentNode
 
             self.agent = AgentNode()
-        for n in (self.robot, self.monitor, self.agent):
+        for n in (self.robot, self.agent):
             if n is not None:
                 self.executor.add_node(n)
         if mode == 'single':
@@ -365,7 +371,7 @@ class Stack:
     def shutdown(self) -> None:
         stop_processes(self.procs)
         close_nodes(
-            self.executor, (self.world, self.action), (self.robot, self.monitor, self.agent)
+            self.executor, (self.world, self.action), (self.robot, self.agent), self.observers
         )
 
 

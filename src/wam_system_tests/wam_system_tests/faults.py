@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from rclpy.action import ActionClient
+from rclpy.subscription import MessageInfo
 from std_msgs.msg import Bool, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
@@ -182,7 +183,7 @@ class Recorder:
         i = bisect.bisect_right(self.fresh_obs_ns, tick_ns)
         return i == 0 or tick_ns - self.fresh_obs_ns[i - 1] > self.max_age_ns
 
-    def _on_forwarded(self, msg) -> None:
+    def _on_forwarded(self, msg, info: MessageInfo) -> None:
         t = time.monotonic()
         bad = trajectory_violations(
             self.limits,
@@ -197,7 +198,7 @@ class Recorder:
             msg.joint_names,
             convert.conformance_points(msg),
             stamp_ns,
-            time.time_ns(),  # this process must keep spinning (no long calls in the drills)
+            info['received_timestamp'],  # the middleware's receipt, not this callback's
         )
         self.conformance.add(problems)
         self.conformance_all.add(problems)

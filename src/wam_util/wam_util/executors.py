@@ -43,6 +43,33 @@ def spin_until_shutdown(executor, stop: threading.Event | None = None) -> None:
         pass
 
 
+class BackgroundSpinner:
+    """Nodes spun on their own wait-set executor in a daemon thread.
+
+    For observers that must see messages as an outside process would: on the main
+    executor their callbacks wait behind every queued callback of the nodes under
+    test, and only a wait-set executor hands a callback the middleware's receipt time
+    (``MessageInfo``; the EventsExecutor of these wheels cannot)."""
+
+    def __init__(self, nodes=(), name: str = 'observers'):
+        self.executor = SingleThreadedExecutor()
+        for n in nodes:
+            self.executor.add_node(n)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=spin_until_shutdown, args=(self.executor, self._stop), name=name, daemon=True
+        )
+        self._thread.start()
+
+    def close(self) -> list:
+        """Stop spinning; the nodes it spun (for the caller to destroy)."""
+        self._stop.set()
+        self._thread.join(timeout=2 * SLICE_S + 1.0)
+        nodes = list(self.executor.get_nodes())
+        self.executor.shutdown()
+        return nodes
+
+
 def _stop_on_signals() -> threading.Event:
     """SIGINT/SIGTERM only set a flag that the spin loop checks between slices, so a
     signal never lands as an exception inside a callback (e.g. mid-forward-pass)."""
