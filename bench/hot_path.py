@@ -94,19 +94,20 @@ def unified_baseline(config: str, ticks: int = 300) -> dict:
     from wam_core.common.config import ActionExpertParams, WorldExpertParams
     from wam_core.common.params import load_params
     from wam_core.common.paths import resolve_path
-    from wam_core.models.action_expert import load_action_expert
+    from wam_core.models.contract import Observation
     from wam_core.models.precision import resolve_precision
-    from wam_core.models.world_expert import WorldExpert
+    from wam_core.models.registry import load_action_expert, load_world_expert
     from wam_sim.synthetic import SyntheticScene
 
     wcfg = load_params(config, 'world_expert', WorldExpertParams)
     acfg = load_params(config, 'action_expert', ActionExpertParams)
     torch.set_num_threads(wcfg.num_threads)
-    world = WorldExpert(resolve_path(wcfg.model_dir), resolve_precision(wcfg.precision))
-    action, _ = load_action_expert(resolve_path(acfg.model_dir), acfg.precision)
+    world = load_world_expert(resolve_path(wcfg.model_dir), resolve_precision(wcfg.precision))
+    action = load_action_expert(resolve_path(acfg.model_dir), acfg.precision)
     scene = SyntheticScene(128)
-    joint = torch.zeros(1, action.config.num_joints)
-    subtask = torch.zeros(1, action.config.subtask_dim)
+    joint = torch.zeros(1, len(action.spec.joint_names), dtype=action.dtype)
+    subtask = torch.zeros(1, action.spec.conditioning_dim, dtype=action.dtype)
+    views = world.spec.view_names
     world.warmup(20)
     period = acfg.control.period_s
     samples = []
@@ -115,7 +116,8 @@ def unified_baseline(config: str, ticks: int = 300) -> dict:
         for i in range(ticks):
             nxt += period
             t0 = time.perf_counter()
-            rep = torch.from_numpy(world.encode(scene.frame(i))).unsqueeze(0)
+            obs = Observation(dict.fromkeys(views, scene.frame(i)))
+            rep = torch.from_numpy(world.encode(obs)).unsqueeze(0).to(action.dtype)
             action.decode(action.prepare(rep), joint, subtask)
             samples.append((time.perf_counter() - t0) * 1e3)
             time.sleep(max(0.0, nxt - time.perf_counter()))

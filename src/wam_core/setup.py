@@ -6,6 +6,7 @@ setup(
     name=package_name,
     version='0.1.0',
     packages=find_packages(exclude=['test']),
+    package_data={'wam_core.common': ['description/*.urdf', 'description/*.yaml']},
     data_files=[
         ('share/ament_index/resource_index/packages', ['resource/' + package_name]),
         ('share/' + package_name, ['package.xml']),
@@ -20,6 +21,11 @@ setup(
     entry_points={
         'console_scripts': [
             'write_default_models = wam_core.models.default_models:main',
+            'check_experts = wam_core.models.check:main',
         ],
+        # the shipped experts, registered as any plug-in registers its own
+        # (wam_core.models.registry also knows them without installed metadata)
+        'wam.world_experts': ['vit = wam_core.models.world_expert:WorldExpert'],
+        'wam.action_experts': ['object_mlp = wam_core.models.action_expert:ObjectMlpExpert'],
     },
 )

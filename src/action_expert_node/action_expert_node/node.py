@@ -39,8 +39,8 @@ from wam_core.common.status import ERROR, OK, WARN
 from wam_core.control.joint_state import JointStateError, JointStateMapper
 from wam_core.control.limits import ChunkRejected
 from wam_core.control.trajectory import Trajectory
-from wam_core.models.action_expert import load_action_expert
 from wam_core.models.manifest import ManifestError
+from wam_core.models.registry import load_action_expert
 from wam_core.serving.action_ticker import ActionTicker, Descriptor
 from wam_core.serving.chunk_stream import ChunkStream
 from wam_core.serving.deadline_timer import DeadlineTimer
@@ -96,11 +96,17 @@ class ActionExpertNode(LifecycleNode):
             self.cfg = cfg = self.params.read()
             torch.set_num_threads(cfg.num_threads)
             model_dir = resolve_path(cfg.model_dir)
-            model, manifest = load_action_expert(model_dir, cfg.precision)
-            if model.config.num_joints != len(cfg.robot.joint_names):
+            model = load_action_expert(model_dir, cfg.precision, robot=cfg.robot.description())
+            manifest, spec = model.manifest, model.spec
+            if tuple(spec.joint_names) != tuple(cfg.robot.joint_names):
                 raise ValueError(
-                    f'model outputs {model.config.num_joints} joints but robot.joint_names '
-                    f'has {len(cfg.robot.joint_names)}'
+                    f'the model commands the joints {list(spec.joint_names)}, '
+                    f'robot.joint_names are {list(cfg.robot.joint_names)}'
+                )
+            if abs(spec.period_s - cfg.control.period_s) > 1e-6:
+                raise ValueError(
+                    f'the model was trained at a {spec.period_s * 1e3:g} ms control period, '
+                    f'control.period_s is {cfg.control.period_s * 1e3:g} ms'
                 )
             self.cache = (
                 self._shared_cache
@@ -111,14 +117,14 @@ class ActionExpertNode(LifecycleNode):
             self.get_logger().error(f'configure failed: {exc}')
             return TransitionCallbackReturn.FAILURE
         self.manifest = manifest
-        self.world_version = str(manifest.extra.get('world_version', manifest.version))
+        self.world_version = spec.world_version
         self._remote = hasattr(self.cache, 'prefetch')
         self.ticker = ActionTicker(
             model,
             self.cache,
             self.world_version,
-            model.config.num_joints,
-            model.config.subtask_dim,
+            len(spec.joint_names),
+            spec.conditioning_dim,
             cfg.timeout_ms,
         )
         if self._remote:
@@ -157,14 +163,14 @@ class ActionExpertNode(LifecycleNode):
         self.subtask_text = '(none: default conditioning)'
         self.get_logger().info(
             f'action expert {manifest.name} version {manifest.version} loaded from {model_dir}; '
-            f'accepts world version {self.world_version}, chunk {model.config.chunk_size}'
-            f'x{model.config.num_joints}'
+            f'accepts world version {self.world_version}, chunk {spec.horizon}'
+            f'x{len(spec.joint_names)}'
         )
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:
         t0 = time.perf_counter()
-        self.ticker.warmup(self.cfg.warmup_requests, self.ticker.model.representation_shape)
+        self.ticker.warmup(self.cfg.warmup_requests, self.ticker.model.spec.representation_shape)
         self._wall_minus_monotonic = time.time() - time.monotonic()
         self._tick_clock = DeadlineTimer(
             self.cfg.control.period_s, self._tick, 'action_expert_tick', self.cfg.realtime_priority

@@ -9,8 +9,10 @@ and reports both on /diagnostics once a second, with their typed statuses on
 from __future__ import annotations
 
 from rclpy.node import Node
+from std_msgs.msg import String
 
 from wam_core.common.config import HarnessParams
+from wam_util import qos
 from wam_util.diagnostics import NodeDiagnostics
 from wam_util.executors import run_node
 from wam_util.params import NodeParams
@@ -27,6 +29,10 @@ class HarnessNode(Node):
         self.gate = SafetyGate(self, self.cfg, self.diagnostics)
         self.tasks = TaskManager(self, self.cfg, self.diagnostics, hold=self.gate.hold)
         self.create_timer(1.0, self.diagnostics.publish)
+        # the robot's URDF, latched, as robot_state_publisher publishes it (for rviz,
+        # MoveIt, or anyone checking which arm this stack serves)
+        self._description = self.create_publisher(String, 'robot_description', qos.LATCHED)
+        self._description.publish(String(data=self.cfg.robot.description().urdf))
 
     def destroy_node(self):
         self.tasks.close()

@@ -33,6 +33,7 @@ def test_the_yaml_has_one_block_per_node_and_a_shared_block():
     shared = {k for k in blocks['/**'] if not k.startswith('joint_limits.')}
     assert shared == {
         'robot.joint_names',
+        'robot.description_file',
         'control.period_s',
         'repr_cache.backend',
         'repr_cache.ttl_ms',

@@ -7,8 +7,7 @@ import pytest
 import torch
 
 from wam_core.cache.inprocess import InProcessCache
-from wam_core.models.action_expert import load_action_expert
-from wam_core.models.world_expert import WorldExpert
+from wam_core.models.registry import load_action_expert, load_world_expert
 from wam_core.serving.action_ticker import ActionTicker, Descriptor
 from wam_core.serving.frame_encoder import FrameEncoder
 from wam_core.serving.image import ImageError
@@ -17,9 +16,9 @@ from wam_sim.synthetic import SyntheticScene
 
 @pytest.fixture(scope='module')
 def experts(models):
-    world = WorldExpert(models['world_dir'], 'fp32')
-    action, manifest = load_action_expert(models['action_dir'])
-    return world, action, manifest
+    world = load_world_expert(models['world_dir'], 'fp32')
+    action = load_action_expert(models['action_dir'])
+    return world, action, action.manifest
 
 
 def _frame(scene, i):
@@ -105,14 +104,15 @@ def test_tick_produces_a_chunk_and_reuses_the_prepared_scene(experts):
     # Reusing the prepared scene changes nothing: same as the unified forward.
     with torch.inference_mode():
         rep = torch.from_numpy(np.array(cache.read(e.slot, world.version).array)).unsqueeze(0)
-        unified = action(
+        unified = action.module(
             rep,
             torch.from_numpy(np.linspace(-0.3, 0.3, 7).astype(np.float32))[None],
             torch.zeros(1, 384),
         )[0].numpy()
     assert np.allclose(results[-1].positions, unified, atol=1e-5)
     assert np.all(
-        np.abs(results[0].positions - np.linspace(-0.3, 0.3, 7)) <= action.config.max_delta + 1e-6
+        np.abs(results[0].positions - np.linspace(-0.3, 0.3, 7))
+        <= action.module.config.max_delta + 1e-6
     )
 
 

@@ -45,7 +45,13 @@ import torch.nn.functional as F
 from transformers import ViTModel
 
 from wam_core.models.action_expert import ActionExpert, ActionExpertConfig, default_delta_scale
-from wam_core.models.default_models import ACTION_NAME, WORLD_NAME
+from wam_core.models.default_models import (
+    ACTION_NAME,
+    ACTION_TYPE,
+    PERIOD_S,
+    WORLD_NAME,
+    WORLD_TYPE,
+)
 from wam_core.models.manifest import read_manifest, sha256_file, write_manifest
 from wam_core.models.world_expert import default_world_config, representation_tokens
 from wam_sim.tabletop import JOINT_NAMES, TABLE_Z, camera_pixels
@@ -611,13 +617,19 @@ def save(
     # recipe on the same data must never share a cache key with these
     weights = sha256_file(os.path.join(world_dir, 'model.safetensors'))[:8]
     version = f'{"dagger" if started_from else "bc"}-{digest}-s{seed}-{steps}-{weights}'
-    write_manifest(world_dir, WORLD_NAME, version, meta)
+    write_manifest(world_dir, WORLD_NAME, version, dict(meta, type=WORLD_TYPE, views=['front']))
     trainer.action.save_pretrained(action_dir)
     write_manifest(
         action_dir,
         ACTION_NAME,
         version,
-        dict(meta, world_version=version, joint_names=JOINT_NAMES),
+        dict(
+            meta,
+            type=ACTION_TYPE,
+            world_version=version,
+            joint_names=JOINT_NAMES,
+            period_s=PERIOD_S,
+        ),
     )
     with open(os.path.join(train_dir, 'loss_log.csv'), 'w', newline='', encoding='utf-8') as fh:
         w = csv.DictWriter(fh, fieldnames=LOG_KEYS)

@@ -61,6 +61,18 @@ def _range(joint: str) -> str:
     return f'{limit.lower} {limit.upper}'
 
 
+def _pos(joint: str) -> str:
+    """Where a joint's child body sits in its parent (MJCF pos), from the URDF."""
+    return ' '.join(f'{v:g}' for v in TABLETOP_ARM.origins[joint][0])
+
+
+def _axis(joint: str) -> str:
+    """A joint's axis (MJCF axis), from the URDF."""
+    name = TABLETOP_ARM.origins[joint][1]
+    sign = -1 if name.startswith('-') else 1
+    return ' '.join(str(sign if 'xyz'[i] == name[-1] else 0) for i in range(3))
+
+
 def scene_xml(image_size: int = 128) -> str:
     distractors = ''.join(
         f'<body name="{c}_cube" pos="0 0 0"><freejoint name="{c}_free"/>'
@@ -84,31 +96,31 @@ def scene_xml(image_size: int = 128) -> str:
             fovy="{CAMERA_FOVY_DEG}"/>
     <body name="base" pos="0 0 {TABLE_Z}" childclass="arm">
       <geom type="cylinder" size=".06 .05" pos="0 0 .05" rgba=".2 .2 .2 1"/>
-      <body name="link1" pos="0 0 .1">
-        <joint name="arm_joint_1" range="{_range('arm_joint_1')}" axis="0 0 1"/>
+      <body name="link1" pos="{_pos('arm_joint_1')}">
+        <joint name="arm_joint_1" range="{_range('arm_joint_1')}" axis="{_axis('arm_joint_1')}"/>
         <geom type="capsule" fromto="0 0 0 0 0 .1" size=".04" rgba=".8 .8 .8 1"/>
-        <body name="link2" pos="0 0 .1">
-          <joint name="arm_joint_2" range="{_range('arm_joint_2')}" axis="0 1 0"/>
+        <body name="link2" pos="{_pos('arm_joint_2')}">
+          <joint name="arm_joint_2" range="{_range('arm_joint_2')}" axis="{_axis('arm_joint_2')}"/>
           <geom type="capsule" fromto="0 0 0 .3 0 0" size=".035" rgba=".8 .8 .8 1"/>
-          <body name="link3" pos=".3 0 0">
-            <joint name="arm_joint_3" range="{_range('arm_joint_3')}" axis="0 1 0"/>
+          <body name="link3" pos="{_pos('arm_joint_3')}">
+            <joint name="arm_joint_3" range="{_range('arm_joint_3')}" axis="{_axis('arm_joint_3')}"/>
             <geom type="capsule" fromto="0 0 0 .28 0 0" size=".03" rgba=".8 .8 .8 1"/>
-            <body name="link4" pos=".28 0 0">
-              <joint name="arm_joint_4" range="{_range('arm_joint_4')}" axis="0 1 0"/>
+            <body name="link4" pos="{_pos('arm_joint_4')}">
+              <joint name="arm_joint_4" range="{_range('arm_joint_4')}" axis="{_axis('arm_joint_4')}"/>
               <geom type="capsule" fromto="0 0 0 .06 0 0" size=".025" rgba=".7 .7 .7 1"/>
-              <body name="link5" pos=".06 0 0">
-                <joint name="arm_joint_5" range="{_range('arm_joint_5')}" axis="1 0 0"/>
+              <body name="link5" pos="{_pos('arm_joint_5')}">
+                <joint name="arm_joint_5" range="{_range('arm_joint_5')}" axis="{_axis('arm_joint_5')}"/>
                 <geom type="cylinder" fromto="0 0 0 .02 0 0" size=".022" rgba=".7 .7 .7 1"/>
-                <body name="link6" pos=".02 0 0">
-                  <joint name="arm_joint_6" range="{_range('arm_joint_6')}" axis="0 1 0"/>
+                <body name="link6" pos="{_pos('arm_joint_6')}">
+                  <joint name="arm_joint_6" range="{_range('arm_joint_6')}" axis="{_axis('arm_joint_6')}"/>
                   <geom type="box" size=".015 .05 .015" pos=".015 0 0" rgba=".3 .3 .3 1"/>
-                  <site name="tcp" pos=".09 0 0"/>
-                  <body name="finger_l" pos=".05 0 0">
-                    <joint name="gripper_joint" type="slide" axis="0 1 0" range="{_range('gripper_joint')}" damping="5"/>
+                  <site name="tcp" pos="{_pos('tcp_joint')}"/>
+                  <body name="finger_l" pos="{_pos('gripper_joint')}">
+                    <joint name="gripper_joint" type="slide" axis="{_axis('gripper_joint')}" range="{_range('gripper_joint')}" damping="5"/>
                     <geom type="box" size=".04 .006 .012" pos=".04 .006 0" rgba=".2 .2 .2 1" friction="2 0.05 0.001"/>
                   </body>
-                  <body name="finger_r" pos=".05 0 0">
-                    <joint name="finger_r" type="slide" axis="0 -1 0" range="{_range('gripper_joint')}" damping="5"/>
+                  <body name="finger_r" pos="{_pos('finger_r_joint')}">
+                    <joint name="finger_r" type="slide" axis="{_axis('finger_r_joint')}" range="{_range('gripper_joint')}" damping="5"/>
                     <geom type="box" size=".04 .006 .012" pos=".04 -.006 0" rgba=".2 .2 .2 1" friction="2 0.05 0.001"/>
                   </body>
                 </body>

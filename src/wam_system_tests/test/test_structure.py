@@ -70,6 +70,18 @@ def test_nodes_that_serve_models_load_neither_mujoco_nor_the_simulator_nor_train
     assert loaded & {'mujoco', 'wam_sim', 'wam_learning'} == set()
 
 
+def test_no_node_imports_a_concrete_model_class():
+    # the nodes load experts through wam_core.models.registry, by the model's type
+    concrete = ('wam_core.models.world_expert', 'wam_core.models.action_expert')
+    nodes = ('world_expert_node', 'action_expert_node', 'harness_node', 'robot_agent')
+    files = [p for n in nodes for p in _python_files(f'src/{n}/{n}')]
+    assert files
+    offenders = [
+        (os.path.relpath(p, ROOT), m) for p in files for m in _imports(p) if m in concrete
+    ]
+    assert offenders == []
+
+
 def _edits_sys_path(tree) -> bool:
     for node in ast.walk(tree):
         target = (

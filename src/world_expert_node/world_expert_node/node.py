@@ -31,7 +31,7 @@ from wam_core.common.status import OK, WARN
 from wam_core.control.joint_state import JointStateError, JointStateMapper
 from wam_core.models.manifest import ManifestError
 from wam_core.models.precision import resolve_precision
-from wam_core.models.world_expert import WorldExpert
+from wam_core.models.registry import load_world_expert
 from wam_core.serving.batch_window import BatchWindow
 from wam_core.serving.fleet_encoder import FleetEncoder, Frame
 from wam_core.serving.frame_encoder import FrameEncoder
@@ -108,7 +108,7 @@ class WorldExpertNode(LifecycleNode):
             self.cfg = cfg = self.params.read()
             torch.set_num_threads(cfg.num_threads)
             model_dir = resolve_path(cfg.model_dir)
-            self.expert = WorldExpert(model_dir, resolve_precision(cfg.precision))
+            self.expert = load_world_expert(model_dir, resolve_precision(cfg.precision))
             shared = self._shared_cache
             for robot in self.robots:
                 if shared is not None:
@@ -118,19 +118,19 @@ class WorldExpertNode(LifecycleNode):
                     cache = open_cache_writer(
                         cfg.repr_cache,
                         self.expert.version,
-                        self.expert.shape,
+                        self.expert.spec.shape,
                         logger=self.get_logger().warning,
                         robot=robot,
                     )
                 self.caches[robot] = cache
+            self.encoders = {
+                r: FrameEncoder(self.expert, c, cfg.timeout_ms, max_age_ms=cfg.repr_cache.ttl_ms)
+                for r, c in self.caches.items()
+            }
         except (ManifestError, CacheError, ConfigError, OSError, ValueError, KeyError) as exc:
             self.get_logger().error(f'configure failed: {exc}')
             self._close_caches()
             return TransitionCallbackReturn.FAILURE
-        self.encoders = {
-            r: FrameEncoder(self.expert, c, cfg.timeout_ms, max_age_ms=cfg.repr_cache.ttl_ms)
-            for r, c in self.caches.items()
-        }
         timer = self.encoder.timer  # one set of stage figures for the fleet
         for e in self.encoders.values():
             e.timer = timer
@@ -147,7 +147,7 @@ class WorldExpertNode(LifecycleNode):
         }
         served = ', '.join(r or '(this namespace)' for r in self.robots)
         self.get_logger().info(
-            f'world expert {self.expert.manifest.name} version {self.expert.version} '
+            f'world expert {self.expert.name} version {self.expert.version} '
             f'loaded from {model_dir}, cache backend {self.cache.backend}; serving {served}'
         )
         return TransitionCallbackReturn.SUCCESS

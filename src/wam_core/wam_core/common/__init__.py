@@ -2,6 +2,8 @@
 
 ``params`` is the schema machinery (typed, ranged, described parameters, read from a
 ROS 2 parameter file without ROS); ``config`` holds one schema per node; ``robot``
-the joint names and limits; ``status`` the diagnostic levels; ``paths`` how relative
-paths resolve. May import the standard library and PyYAML only.
+the robot description (joint names, limits, kinematic chain) read from the URDF in
+``description/``; ``status`` the diagnostic levels; ``paths`` how relative paths
+resolve; ``process`` how child processes die with their parent. May import the
+standard library, PyYAML and urdf_parser_py (for the URDF) only.
 """

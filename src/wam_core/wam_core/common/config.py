@@ -9,11 +9,13 @@ Units: seconds, radians and metres unless a name says ``_ms`` or ``_hz``.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
 from .params import ConfigError, param, per_joint, section
-from .robot import TABLETOP_ARM, JointLimit
+from .paths import resolve_path
+from .robot import TABLETOP_ARM, JointLimit, RobotDescription, load_robot_description
 
 PRECISIONS = ('auto', 'bf16', 'fp16', 'fp32')
 CACHE_BACKENDS = ('inprocess', 'shm', 'mooncake', 'cuda_ipc')
@@ -26,6 +28,19 @@ class RobotConfig:
         list(TABLETOP_ARM.joint_names),
         "the robot's joints in command order, as its sensor_msgs/JointState names them",
     )
+    description_file: str = param(
+        '',
+        "the robot's URDF (joints, limits, kinematic chain), with its ros2_control "
+        'joint_limits.yaml beside it; empty: the shipped tabletop arm',
+    )
+
+    def description(self) -> RobotDescription:
+        """The robot description this configuration names (ConfigError if unreadable)."""
+        if not self.description_file:
+            return TABLETOP_ARM
+        urdf = resolve_path(self.description_file)
+        limits = os.path.join(os.path.dirname(urdf), 'joint_limits.yaml')
+        return load_robot_description(urdf, limits if os.path.exists(limits) else None)
 
     def validate(self) -> None:
         if not self.joint_names or len(set(self.joint_names)) != len(self.joint_names):

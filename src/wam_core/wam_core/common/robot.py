@@ -1,20 +1,32 @@
-"""The robot description: its joints, in command order, and their limits, in one place.
+"""The robot description: its joints, in command order, their limits and its kinematic
+chain, read from a URDF (with ``urdf_parser_py``, ROS's own parser) and a
+ros2_control joint-limits YAML (acceleration limits, which a URDF lacks).
 
-Limits are URDF-style per joint (lower/upper in rad, or m for a prismatic joint;
-velocity; effort) plus an acceleration limit as in ros2_control's joint_limits.
-``TABLETOP_ARM`` is the robot the stack ships for: the simulated tabletop arm (6
-revolute joints and a prismatic gripper finger). The simulator builds its joints and
-ranges from it, the parameter schemas take their defaults from it, and the harness's
-clamping gate enforces the limits configured for it.
+Limits are per joint (lower/upper in rad, or m for a prismatic joint; velocity;
+effort; acceleration). ``TABLETOP_ARM`` is the robot the stack ships for, read from
+``wam_core/common/description/tabletop_arm.urdf``: the simulated tabletop arm (6 revolute
+joints and a prismatic gripper whose second finger mimics the first). The simulator
+builds its joints, ranges and link offsets from it, the action expert's forward
+kinematics its chain, the parameter schemas take their defaults from it, and the
+harness's clamping gate enforces the limits configured for it; the stack publishes the
+URDF on ``robot_description``. Another arm needs another URDF (and a model trained for
+it), not a code change.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import yaml
+
 from .params import REQUIRED, ConfigError, param
+
+DESCRIPTION_DIR = os.path.join(os.path.dirname(__file__), 'description')  # package data
+TABLETOP_URDF = os.path.join(DESCRIPTION_DIR, 'tabletop_arm.urdf')
+TABLETOP_LIMITS = os.path.join(DESCRIPTION_DIR, 'joint_limits.yaml')
 
 
 def robot_of_namespace(namespace: str) -> str:
@@ -58,12 +70,29 @@ class JointLimit:
 
 
 @dataclass(frozen=True)
+class ChainJoint:
+    """One joint of the serial chain from the base: its origin in the parent link (m)
+    and its axis, a unit vector along x, y or z (the chain's frames are not rotated)."""
+
+    name: str
+    offset: tuple[float, float, float]
+    axis: str  # 'x' | 'y' | 'z' (negative axes: '-y', ...)
+
+
+@dataclass(frozen=True)
 class RobotDescription:
-    """A robot as the stack sees it: joint names in command order and their limits."""
+    """A robot as the stack sees it: joint names in command order, their limits and the
+    arm's kinematic chain to the tool centre point."""
 
     joint_names: tuple[str, ...]
     limits: Mapping[str, JointLimit] = field(default_factory=dict)
     prismatic: frozenset[str] = frozenset()  # joints in metres; the others are revolute
+    chain: tuple[ChainJoint, ...] = ()  # base -> last arm joint (revolute joints)
+    tcp_offset: tuple[float, float, float] = (0.0, 0.0, 0.0)  # last arm link -> TCP, m
+    # joint -> (origin in the parent link, axis) for every joint, chain or not
+    origins: Mapping[str, tuple[tuple[float, float, float], str]] = field(default_factory=dict)
+    mimics: Mapping[str, str] = field(default_factory=dict)  # mimic joint -> the joint it follows
+    urdf: str = ''  # the URDF text, as published on robot_description
 
     def change_tolerance(self, name: str) -> float:
         """The smallest change of a command worth reporting: 1e-3 rad, or 1e-4 m."""
@@ -99,19 +128,92 @@ def limits_from_dict(
     return out
 
 
-_ARM = JointLimit(-2.9, 2.9, 1.5, 50.0, 8.0)
-_FINGER = JointLimit(0.0, 0.04, 0.1, 20.0, 1.0)  # prismatic, metres
-_ARM_JOINTS = (
-    'arm_joint_1',
-    'arm_joint_2',
-    'arm_joint_3',
-    'arm_joint_4',
-    'arm_joint_5',
-    'arm_joint_6',
-)
+def _axis_name(xyz, where: str) -> str:
+    for i, name in enumerate('xyz'):
+        unit = [0.0, 0.0, 0.0]
+        for sign, prefix in ((1.0, ''), (-1.0, '-')):
+            unit[i] = sign
+            if all(abs(a - b) < 1e-9 for a, b in zip(xyz, unit, strict=True)):
+                return prefix + name
+    raise ConfigError(f'{where}: axis {list(xyz)} is not along x, y or z')
 
-TABLETOP_ARM = RobotDescription(
-    joint_names=(*_ARM_JOINTS, 'gripper_joint'),
-    limits={**dict.fromkeys(_ARM_JOINTS, _ARM), 'gripper_joint': _FINGER},
-    prismatic=frozenset({'gripper_joint'}),
-)
+
+def load_robot_description(urdf_path: str, limits_path: str | None = None) -> RobotDescription:
+    """A robot from its URDF and (optionally) its ros2_control joint-limits YAML.
+
+    The commanded joints are the URDF's revolute and prismatic joints that mimic no
+    other, in the file's order; the chain is the serial path of revolute joints from the
+    root link, and the TCP is the fixed joint's child named ``tcp``. ConfigError with the
+    reason for anything the stack cannot serve (a joint without limits, a rotated frame,
+    an axis off x/y/z)."""
+    from urdf_parser_py.urdf import URDF  # lxml-based: loaded only where a URDF is read
+
+    try:
+        with open(urdf_path, encoding='utf-8') as fh:
+            text = fh.read()
+        robot = URDF.from_xml_string(text)
+    except Exception as exc:  # OSError, lxml's syntax errors, the parser's own assertions
+        raise ConfigError(f'cannot read the URDF {urdf_path!r}: {exc}') from None
+    accel: dict[str, float] = {}
+    if limits_path:
+        try:
+            with open(limits_path, encoding='utf-8') as fh:
+                doc = yaml.safe_load(fh) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f'cannot read the joint limits {limits_path!r}: {exc}') from None
+        for name, spec in (doc.get('joint_limits') or {}).items():
+            if spec.get('has_acceleration_limits'):
+                accel[name] = float(spec['max_acceleration'])
+    names, limits, prismatic, origins, mimics = [], {}, set(), {}, {}
+    for j in robot.joints:
+        where = f'{urdf_path}: joint {j.name!r}'
+        origin = j.origin
+        if origin is not None and any(abs(r) > 1e-12 for r in (origin.rpy or [0, 0, 0])):
+            raise ConfigError(f'{where}: rotated origins (rpy) are not supported yet')
+        xyz = tuple(float(v) for v in (origin.xyz if origin is not None else (0, 0, 0)))
+        axis = _axis_name(j.axis, where) if j.type in ('revolute', 'prismatic') else ''
+        origins[j.name] = (xyz, axis)
+        if j.type not in ('revolute', 'prismatic'):
+            continue
+        if j.mimic is not None:
+            mimics[j.name] = j.mimic.joint
+            continue
+        if j.limit is None:
+            raise ConfigError(f'{where}: no <limit>')
+        names.append(j.name)
+        if j.type == 'prismatic':
+            prismatic.add(j.name)
+        limits[j.name] = JointLimit(
+            float(j.limit.lower),
+            float(j.limit.upper),
+            float(j.limit.velocity),
+            float(j.limit.effort or 0.0),
+            accel.get(j.name, 10.0),
+        )
+    # the arm: revolute joints from the root link along the serial path to the TCP
+    parent_of = {j.child: j for j in robot.joints}
+    chain, link = [], 'tcp'
+    tcp = parent_of.get('tcp')
+    if tcp is None or tcp.type != 'fixed':
+        raise ConfigError(f'{urdf_path}: no fixed joint to a link named "tcp"')
+    tcp_offset = origins[tcp.name][0]
+    link = tcp.parent
+    while link in parent_of:
+        j = parent_of[link]
+        if j.type != 'revolute':
+            raise ConfigError(f'{urdf_path}: the path to the TCP has a {j.type} joint {j.name!r}')
+        chain.append(ChainJoint(j.name, *origins[j.name]))
+        link = j.parent
+    return RobotDescription(
+        joint_names=tuple(names),
+        limits=limits,
+        prismatic=frozenset(prismatic),
+        chain=tuple(reversed(chain)),
+        tcp_offset=tcp_offset,
+        origins=origins,
+        mimics=mimics,
+        urdf=text,
+    )
+
+
+TABLETOP_ARM = load_robot_description(TABLETOP_URDF, TABLETOP_LIMITS)

@@ -19,6 +19,9 @@ the arm is; the image only has to say where the objects are.
 
 Output: joint position targets [H, N] (radians; metres for the prismatic gripper) at
 the control period, as bounded residuals on the current joint positions.
+
+Served as the action-expert type ``object_mlp`` (:class:`ObjectMlpExpert`, the
+contract's face of the torch module).
 """
 
 from __future__ import annotations
@@ -29,21 +32,22 @@ import torch
 import torch.nn as nn
 from transformers import PretrainedConfig, PreTrainedModel
 
+from ..common.robot import TABLETOP_ARM, RobotDescription
+from .contract import ActionExpertSpec, ContractError
 from .manifest import verify_manifest
 from .precision import DTYPES, resolve_precision
 
-# The tabletop arm (sim.py), from the base frame to the TCP: per revolute joint, the
-# offset of its body from the previous one (m) and its axis. Forward kinematics in torch
-# keeps the decode one small graph with no round trip to a physics engine.
-ARM_CHAIN = [
-    [[0.0, 0.0, 0.1], 'z'],
-    [[0.0, 0.0, 0.1], 'y'],
-    [[0.3, 0.0, 0.0], 'y'],
-    [[0.28, 0.0, 0.0], 'y'],
-    [[0.06, 0.0, 0.0], 'x'],
-    [[0.02, 0.0, 0.0], 'y'],
-]
-TCP_OFFSET = [0.09, 0.0, 0.0]
+
+def arm_chain(robot: RobotDescription) -> list:
+    """The robot's chain from the base frame to the TCP, as the model's config keeps it:
+    per revolute joint, the offset of its body from the previous one (m) and its axis.
+    Forward kinematics in torch keeps the decode one small graph with no round trip to a
+    physics engine."""
+    return [[list(j.offset), j.axis] for j in robot.chain]
+
+
+ARM_CHAIN = arm_chain(TABLETOP_ARM)  # from the URDF (wam_core/common/description)
+TCP_OFFSET = list(TABLETOP_ARM.tcp_offset)
 OBJECTS = 5  # apple x, y, z and fridge x, y (m, base frame)
 _FEATURES = 3 + 3 + 1 + 2 + 2  # TCP, apple - TCP, apple height, fridge - TCP, fridge - apple
 
@@ -216,6 +220,18 @@ class ActionExpert(PreTrainedModel):
         return self.decode(self.prepare(representation), joint_state, subtask)
 
 
+def _close(a, b, tol: float = 1e-6) -> bool:
+    return len(a) == len(b) and all(
+        abs(float(x) - float(y)) <= tol for x, y in zip(a, b, strict=True)
+    )
+
+
+def _same_chain(a, b) -> bool:
+    return len(a) == len(b) and all(
+        _close(ja[0], jb[0]) and ja[1] == jb[1] for ja, jb in zip(a, b, strict=True)
+    )
+
+
 def load_action_expert(model_dir: str, precision: str = 'fp32', device: str = 'cpu'):
     """Verify the manifest, then load with from_pretrained. Returns (model, manifest)."""
 
@@ -223,3 +239,52 @@ def load_action_expert(model_dir: str, precision: str = 'fp32', device: str = 'c
     model = ActionExpert.from_pretrained(model_dir, dtype=DTYPES[resolve_precision(precision)])
     model.eval().to(torch.device(device))
     return model, manifest
+
+
+class ObjectMlpExpert:
+    """The ``object_mlp`` action expert as the contract sees it (:mod:`.contract`). Its
+    forward kinematics take the robot's chain from the URDF; a model trained for an arm
+    whose chain differs is refused."""
+
+    def __init__(
+        self,
+        model_dir: str,
+        precision: str = 'fp32',
+        device: str = 'cpu',
+        robot: RobotDescription = TABLETOP_ARM,
+    ):
+        self.module, self.manifest = load_action_expert(model_dir, precision, device)
+        self.name, self.version = self.manifest.name, self.manifest.version
+        cfg, extra = self.module.config, self.manifest.extra
+        chain, tcp = arm_chain(robot), list(robot.tcp_offset)
+        if not _same_chain(cfg.arm_chain, chain) or not _close(cfg.tcp_offset, tcp):
+            raise ContractError(
+                f'{model_dir!r} was trained for the arm chain {cfg.arm_chain} (TCP '
+                f'{cfg.tcp_offset}); the robot description has {chain} (TCP {tcp})'
+            )
+        cfg.arm_chain, cfg.tcp_offset = chain, tcp
+        joints = extra.get('joint_names')
+        world = extra.get('world_version')
+        if not isinstance(joints, list) or len(joints) != cfg.num_joints:
+            raise ContractError(
+                f'{model_dir!r}: manifest extra.joint_names must list its {cfg.num_joints} joints'
+            )
+        if not isinstance(world, str) or not world:
+            raise ContractError(f'{model_dir!r}: manifest extra.world_version is missing')
+        self.spec = ActionExpertSpec(
+            joint_names=tuple(joints),
+            horizon=cfg.chunk_size,
+            period_s=float(extra.get('period_s', 0.02)),
+            representation_shape=self.module.representation_shape,
+            conditioning_dim=cfg.subtask_dim,
+            world_version=world,
+            output='absolute',
+        )
+        self.dtype = next(self.module.parameters()).dtype
+        self.device = next(self.module.parameters()).device
+
+    def prepare(self, representation: torch.Tensor) -> SceneState:
+        return self.module.prepare(representation)
+
+    def decode(self, context: SceneState, joint_state: torch.Tensor, conditioning: torch.Tensor):
+        return self.module.decode(context, joint_state, conditioning)

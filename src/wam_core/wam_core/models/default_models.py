@@ -24,6 +24,8 @@ from .world_expert import default_world_config, representation_tokens
 
 WORLD_NAME = 'wam-world-vit-tiny'
 ACTION_NAME = 'wam-action-object-mlp'
+WORLD_TYPE, ACTION_TYPE = 'vit', 'object_mlp'  # their registry types (models.registry)
+PERIOD_S = 0.02  # the control period the demonstrations are recorded at
 
 
 def write_default_models(
@@ -34,7 +36,12 @@ def write_default_models(
     torch.manual_seed(seed)
     world = ViTModel(default_world_config(), add_pooling_layer=False)
     world.save_pretrained(world_dir)
-    write_manifest(world_dir, WORLD_NAME, version, {'seed': seed, 'trained': False})
+    write_manifest(
+        world_dir,
+        WORLD_NAME,
+        version,
+        {'seed': seed, 'trained': False, 'type': WORLD_TYPE, 'views': ['front']},
+    )
     torch.manual_seed(seed + 1)
     cfg = ActionExpertConfig(
         repr_dim=world.config.hidden_size,
@@ -51,6 +58,8 @@ def write_default_models(
         {
             'seed': seed,
             'trained': False,
+            'type': ACTION_TYPE,
+            'period_s': PERIOD_S,
             'world_version': version,
             'joint_names': list(TABLETOP_ARM.joint_names[:joints]),
         },

@@ -1,8 +1,10 @@
-"""World expert: a transformers ViT vision encoder, loaded from a local directory.
+"""World expert (type ``vit``): a transformers ViT vision encoder, from a local directory.
 
-It runs once per distinct camera frame; its last hidden state ([tokens, hidden],
-65x192 for the default 128 px / patch 16 model) is the *representation* that the
-action expert reuses on every control tick.
+It runs once per distinct observation; each view's last hidden state ([tokens, hidden],
+65x192 for the default 128 px / patch 16 model) is that view's part of the
+*representation* the action expert reuses on every control tick. The views it needs
+are the manifest's ``extra.views`` (default: one, ``front``); all views of an
+observation go through one batched forward pass.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import numpy as np
 import torch
 from transformers import ViTConfig, ViTModel
 
+from .contract import ContractError, Observation, ViewSpec, WorldExpertSpec
 from .manifest import verify_manifest
-from .precision import DTYPES
+from .precision import DTYPES, resolve_precision
 from .preprocess import Preprocessor
 
 
@@ -39,12 +42,13 @@ def representation_tokens(cfg: ViTConfig) -> int:
 
 
 class WorldExpert:
-    """Encode an RGB frame into representation tokens (float32 numpy, [T, D])."""
+    """Encode an observation into representation tokens (float32 numpy, [V*T, D])."""
 
-    def __init__(self, model_dir: str, precision: str = 'bf16', device: str = 'cpu'):
+    def __init__(self, model_dir: str, precision: str = 'bf16', device: str = 'cpu', robot=None):
         self.manifest = verify_manifest(model_dir)  # refuse tampered weights before touching them
         self.version = self.manifest.version
-        self.dtype = DTYPES[precision]
+        self.name = self.manifest.name
+        self.dtype = DTYPES[resolve_precision(precision)]
         self.device = torch.device(device)
         self.model = ViTModel.from_pretrained(model_dir, add_pooling_layer=False, dtype=self.dtype)
         self.model.eval().to(self.device)
@@ -53,36 +57,48 @@ class WorldExpert:
         self.tokens = representation_tokens(cfg)
         self.hidden = cfg.hidden_size
         self.preprocess = Preprocessor(self.image_size, dtype=self.dtype)
-        self.calls = 0  # frames encoded: the "world-expert calls" metric
-        self.forwards = 0  # forward passes (a batch of frames is one)
+        views = self.manifest.extra.get('views') or ['front']
+        if not isinstance(views, list) or not all(isinstance(v, str) for v in views):
+            raise ContractError(f'{model_dir!r}: manifest extra.views must be a list of names')
+        self.spec = WorldExpertSpec(
+            views=tuple(ViewSpec(v, self.image_size, self.image_size) for v in views),
+            view_shape=(self.tokens, self.hidden),
+        )
+        self.calls = 0  # observations encoded: the "world-expert calls" metric
+        self.forwards = 0  # forward passes (a batch of observations is one)
 
     @property
     def shape(self):
-        return (self.tokens, self.hidden)
+        return self.spec.shape
+
+    def _frames(self, observation) -> list[np.ndarray]:
+        if isinstance(observation, np.ndarray):  # a lone frame: the only view
+            if len(self.spec.views) != 1:
+                raise ValueError(f'this expert needs the views {self.spec.view_names}')
+            return [observation]
+        try:
+            return [observation.views[name] for name in self.spec.view_names]
+        except KeyError as exc:
+            raise ValueError(f'observation lacks the view {exc.args[0]!r}') from None
 
     @torch.inference_mode()
-    def encode(self, rgb: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """Encode one HxWx3 uint8 RGB frame; write into ``out`` when given."""
-        pixels = self.preprocess(rgb).to(self.device)
-        hidden = self.model(pixel_values=pixels).last_hidden_state[0]
-        self.calls += 1
-        self.forwards += 1
-        result = hidden.float().cpu().numpy()
-        if out is not None:
-            out[...] = result
-            return out
-        return result
+    def encode(self, observation: Observation | np.ndarray) -> np.ndarray:
+        """One observation (or, for a one-view expert, one HxWx3 uint8 frame)."""
+        return self.encode_batch([observation])[0]
 
     @torch.inference_mode()
-    def encode_batch(self, frames: list[np.ndarray]) -> list[np.ndarray]:
-        """Encode several HxWx3 uint8 frames (a fleet's robots) in one forward pass."""
-        if len(frames) == 1:
-            return [self.encode(frames[0])]
+    def encode_batch(self, observations) -> list[np.ndarray]:
+        """Several observations (a fleet's robots), every view of each, in one forward."""
+        frames = [f for o in observations for f in self._frames(o)]
         pixels = torch.cat([self.preprocess(f) for f in frames]).to(self.device)
-        hidden = self.model(pixel_values=pixels).last_hidden_state
-        self.calls += len(frames)
+        hidden = self.model(pixel_values=pixels).last_hidden_state.float().cpu().numpy()
+        self.calls += len(observations)
         self.forwards += 1
-        return list(hidden.float().cpu().numpy())
+        per = len(self.spec.views)
+        return [
+            hidden[i * per : (i + 1) * per].reshape(self.spec.shape)
+            for i in range(len(observations))
+        ]
 
     def warmup(self, n: int, batch_sizes: tuple[int, ...] = (1,)) -> float:
         """Run n encodes of a synthetic frame; return the mean seconds per encode."""
@@ -90,14 +106,15 @@ class WorldExpert:
             return 0.0
         rng = np.random.default_rng(0)
         frame = rng.integers(0, 255, size=(self.image_size, self.image_size, 3), dtype=np.uint8)
+        obs = Observation(dict.fromkeys(self.spec.view_names, frame))
         calls, forwards = self.calls, self.forwards
         t0 = time.perf_counter()
         for _ in range(n):
-            self.encode(frame)
+            self.encode(obs)
         mean = (time.perf_counter() - t0) / n
         for size in batch_sizes:  # each batch shape a fleet will send, once or twice
             if size > 1:
                 for _ in range(2):
-                    self.encode_batch([frame] * size)
+                    self.encode_batch([obs] * size)
         self.calls, self.forwards = calls, forwards  # warm-up encodes are not frames
         return mean

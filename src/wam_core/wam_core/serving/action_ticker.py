@@ -64,8 +64,9 @@ class ActionTicker:
         self.cache = cache
         self.version = version  # the world-model version this expert accepts
         self.timeout_ms = timeout_ms
-        dtype = next(model.parameters()).dtype
+        dtype = model.dtype  # an expert of the contract (wam_core.models.contract)
         self._dtype = dtype
+        self._delta = model.spec.output == 'delta'
         self._joint = torch.zeros(1, num_joints, dtype=dtype)
         self._subtask = torch.zeros(1, subtask_dim, dtype=dtype)
         self._joint_np: np.ndarray | None = None
@@ -177,7 +178,9 @@ class ActionTicker:
             stages['prepare'] = (time.perf_counter() - t1) * 1e3
         t2 = time.perf_counter()
         out = self.model.decode(self._scene, self._joint, self._subtask)[0]
-        positions = out.float().numpy()
+        if self._delta:  # offsets from the state it decoded from -> positions
+            out = out + self._joint
+        positions = out.float().cpu().numpy()
         t3 = time.perf_counter()
         stages['forward'] = (t3 - t2) * 1e3
         if (t3 - t0) * 1e3 > self.timeout_ms:

@@ -58,7 +58,7 @@ class FleetEncoder:
                 pending.append((robot, f, begun))
         if pending:
             t0 = time.perf_counter()
-            reps = self.expert.encode_batch([p.rgb for _, _, p in pending])
+            reps = self.expert.encode_batch([p.observation for _, _, p in pending])
             ms = (time.perf_counter() - t0) * 1e3  # each frame waited for the whole pass
             for (robot, f, p), rep in zip(pending, reps, strict=True):
                 try:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cache.protocol import CacheEntry, now_ns
+from ..models.contract import Observation
 from .image import ImageError, fingerprint, frame_to_array
 from .latency import StageTimer
 
@@ -37,6 +38,12 @@ class PendingEncode:
     fp: str
     stamp_ns: int
     rgb: np.ndarray
+    view: str = 'front'
+
+    @property
+    def observation(self) -> Observation:
+        """What the world expert encodes: this frame as its one view."""
+        return Observation({self.view: self.rgb}, self.stamp_ns)
 
 
 class FrameEncoder:
@@ -53,6 +60,12 @@ class FrameEncoder:
         clock=now_ns,
     ):
         self.expert = expert
+        views = expert.spec.view_names
+        if len(views) != 1:
+            raise ValueError(
+                f'the world expert needs the views {views}; a camera topic gives one view'
+            )
+        self.view = views[0]
         self.cache = cache
         self.timeout_ms = timeout_ms
         self.max_age_ns = max_age_ms * 1e6
@@ -108,7 +121,7 @@ class FrameEncoder:
         if isinstance(begun, EncodeOutcome):
             return begun
         t0 = time.perf_counter()
-        rep = self.expert.encode(begun.rgb)
+        rep = self.expert.encode(begun.observation)
         return self.complete(begun, rep, (time.perf_counter() - t0) * 1e3)
 
     def begin(
@@ -140,7 +153,7 @@ class FrameEncoder:
             self.hits += 1
             return EncodeOutcome(entry, True, 0.0)
         self._content_joints = None if q is None else q.copy()
-        return PendingEncode(fp, stamp_ns, rgb)
+        return PendingEncode(fp, stamp_ns, rgb, self.view)
 
     def complete(self, pending: PendingEncode, rep: np.ndarray, encode_ms: float) -> EncodeOutcome:
         """Cache the representation the expert computed for ``pending``."""

@@ -1,0 +1,1 @@
+"""Example plug-in experts for Mooncake-SG (see experts.py)."""
