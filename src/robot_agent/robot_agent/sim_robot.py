@@ -22,6 +22,12 @@ from wam_util.executors import run_node
 from wam_util.params import NodeParams
 
 
+def camera_topic(camera: str) -> str:
+    """Where a camera's frames go: front on camera/image_raw (today's name), another
+    <name> on <name>_camera/image_raw."""
+    return 'camera/image_raw' if camera == 'front' else f'{camera}_camera/image_raw'
+
+
 class SimRobot(Node):
     def __init__(self, name: str = 'sim_robot', **kwargs):
         super().__init__(name, **kwargs)
@@ -29,6 +35,7 @@ class SimRobot(Node):
         self.sim = TabletopSim(seed=self.cfg.seed, image_size=self.cfg.image_size)
         self.camera_paused = False
         self.camera_frozen = False  # fault drills: republish the last frame with new stamps
+        self.paused_cameras: set[str] = set()  # fault drills: one view of several stops
         self.clock_offset_s = 0.0  # fault drills: a jumped clock on the robot's stamps
         self._last_img = None
         self.record = None  # a list to collect camera frames into (demo --gif)
@@ -36,7 +43,9 @@ class SimRobot(Node):
         self.rejected = 0
         self._camera_period = 1.0 / self.cfg.camera_hz
         self._next_frame = time.monotonic()
-        self._img_pub = self.create_publisher(Image, 'camera/image_raw', qos.SENSOR)
+        self._img_pubs = {
+            c: self.create_publisher(Image, camera_topic(c), qos.SENSOR) for c in self.cfg.cameras
+        }
         self._js_pub = self.create_publisher(JointState, 'joint_states', qos.SENSOR)
         self.create_subscription(
             JointTrajectory, 'arm_controller/joint_trajectory', self._on_trajectory, qos.EVENTS
@@ -84,22 +93,22 @@ class SimRobot(Node):
             self._next_frame += self._camera_period
             if self._next_frame < now:
                 self._next_frame = now + self._camera_period
-            img = (
-                self._last_img
-                if (self.camera_frozen and self._last_img is not None)
-                else self.sim.render()
-            )
-            self._last_img = img
-            msg = Image(
-                height=img.shape[0], width=img.shape[1], encoding='rgb8', step=3 * img.shape[1]
-            )
-            msg.header.stamp = stamp
-            msg.header.frame_id = 'camera_optical_frame'
-            msg.data = img.tobytes()
-            self._img_pub.publish(msg)
+            frozen = self.camera_frozen and self._last_img is not None
+            imgs = self._last_img if frozen else {c: self.sim.render(c) for c in self._img_pubs}
+            self._last_img = imgs
+            for c, img in imgs.items():  # one stamp for every view: a triggered rig
+                if c in self.paused_cameras:
+                    continue
+                msg = Image(
+                    height=img.shape[0], width=img.shape[1], encoding='rgb8', step=3 * img.shape[1]
+                )
+                msg.header.stamp = stamp
+                msg.header.frame_id = camera_topic(c).split('/')[0] + '_optical_frame'
+                msg.data = img.tobytes()
+                self._img_pubs[c].publish(msg)
             self.frames += 1
             if self.record is not None and len(self.record) < 3000:
-                self.record.append(img)
+                self.record.append(next(iter(imgs.values())))
 
 
 def main(args=None) -> None:

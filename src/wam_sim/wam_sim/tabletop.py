@@ -32,6 +32,7 @@ from wam_core.common.robot import TABLETOP_ARM  # noqa: E402
 from wam_core.control.trajectory import Trajectory  # noqa: E402
 
 JOINT_NAMES = list(TABLETOP_ARM.joint_names)
+CAMERAS = ('front', 'wrist')  # the scene's cameras (views)
 HOME = np.array([0.0, -0.6, 1.2, -0.6, 0.0, 0.0, 0.04])
 TABLE_Z = 0.4
 FRIDGE_HALF = np.array([0.07, 0.07])
@@ -115,6 +116,9 @@ def scene_xml(image_size: int = 128) -> str:
                   <joint name="arm_joint_6" range="{_range('arm_joint_6')}" axis="{_axis('arm_joint_6')}"/>
                   <geom type="box" size=".015 .05 .015" pos=".015 0 0" rgba=".3 .3 .3 1"/>
                   <site name="tcp" pos="{_pos('tcp_joint')}"/>
+                  <!-- the wrist camera: above the fingers, looking along them (and down
+                       at what they reach), so the hand never hides the object from it -->
+                  <camera name="wrist" pos="0.0 0 0.05" xyaxes="0 -1 0 0.5 0 0.87" fovy="75"/>
                   <body name="finger_l" pos="{_pos('gripper_joint')}">
                     <joint name="gripper_joint" type="slide" axis="{_axis('gripper_joint')}" range="{_range('gripper_joint')}" damping="5"/>
                     <geom type="box" size=".04 .006 .012" pos=".04 .006 0" rgba=".2 .2 .2 1" friction="2 0.05 0.001"/>
@@ -327,11 +331,13 @@ class TabletopSim:
             self.data.ctrl[:] = self.setpoint
             mujoco.mj_step(self.model, self.data)
 
-    def render(self) -> np.ndarray:
-        """128x128 RGB uint8 from the front camera (copy)."""
+    def render(self, camera: str = 'front') -> np.ndarray:
+        """image_size^2 RGB uint8 from a camera, 'front' or 'wrist' (copy)."""
         if self._renderer is None:
             raise RuntimeError('created with render=False')
-        self._renderer.update_scene(self.data, camera='front')
+        if camera not in CAMERAS:
+            raise ValueError(f'no camera {camera!r}; the sim has {CAMERAS}')
+        self._renderer.update_scene(self.data, camera=camera)
         return self._renderer.render().copy()
 
     def close(self) -> None:

@@ -37,6 +37,7 @@ from wam_core.serving.fleet_encoder import FleetEncoder, Frame
 from wam_core.serving.frame_encoder import FrameEncoder
 from wam_core.serving.image import ImageError
 from wam_core.serving.latency import RateMeter
+from wam_core.serving.view_sync import ViewSync
 from wam_interfaces.msg import RepresentationDescriptor, RobotEncoding, WorldExpertStatus
 from wam_util import convert, qos
 from wam_util.diagnostics import NodeDiagnostics
@@ -68,6 +69,8 @@ class WorldExpertNode(LifecycleNode):
         self._pubs: dict[str, object] = {}
         self._diag_timer = None
         self._frame_rates: dict[str, RateMeter] = {r: RateMeter() for r in self.robots}
+        self.views: tuple[str, ...] = ()  # the model's camera views (its spec)
+        self._syncs: dict[str, ViewSync] = {}  # per robot, when the model has several views
         self.cache_write_failures = 0
         self.ready = False
         # Frames are encoded on a worker thread, newest first per robot (a frame that
@@ -127,6 +130,10 @@ class WorldExpertNode(LifecycleNode):
                 r: FrameEncoder(self.expert, c, cfg.timeout_ms, max_age_ms=cfg.repr_cache.ttl_ms)
                 for r, c in self.caches.items()
             }
+            self.views = self.expert.spec.view_names
+            if len(self.views) > 1:
+                tol = int(cfg.view_tolerance_ms * 1e6)
+                self._syncs = {r: ViewSync(self.views, tol) for r in self.robots}
         except (ManifestError, CacheError, ConfigError, OSError, ValueError, KeyError) as exc:
             self.get_logger().error(f'configure failed: {exc}')
             self._close_caches()
@@ -156,16 +163,16 @@ class WorldExpertNode(LifecycleNode):
         sizes = tuple(range(1, self.window.max_size + 1))
         mean_s = self.expert.warmup(self.cfg.warmup_requests, sizes)
         for robot in self.robots:
-            self._subs.append(
-                self.create_subscription(
-                    Image,
-                    self._topic(robot, self.cfg.camera_topic.lstrip('/'))
-                    if self.fleet
-                    else self.cfg.camera_topic,
-                    lambda msg, r=robot: self._on_image(r, msg),
-                    qos.NEWEST_FRAME,
+            for view in self.views:  # one camera topic per view the model needs
+                topic = self.cfg.topic_of(view)
+                self._subs.append(
+                    self.create_subscription(
+                        Image,
+                        self._topic(robot, topic.lstrip('/')) if self.fleet else topic,
+                        lambda msg, r=robot, v=view: self._on_image(r, v, msg),
+                        qos.NEWEST_FRAME,
+                    )
                 )
-            )
             # joint motion tells a frozen camera (the same frame while the arm moves)
             # from a static scene
             self._subs.append(
@@ -237,8 +244,9 @@ class WorldExpertNode(LifecycleNode):
         except JointStateError:
             pass  # bad joint states are rejected and counted by the action expert and harness
 
-    def _on_image(self, robot: str, msg: Image) -> None:
-        self._frame_rates[robot].tick(time.monotonic())
+    def _on_image(self, robot: str, view: str, msg: Image) -> None:
+        if view == self.views[0]:  # the camera rate is the primary view's
+            self._frame_rates[robot].tick(time.monotonic())
         stamp_ns = convert.stamp_to_ns(msg.header.stamp)
         try:
             self.encoders[robot].check(
@@ -249,7 +257,14 @@ class WorldExpertNode(LifecycleNode):
                 f'rejected camera frame{_of(robot)}: {exc}', throttle_duration_sec=1.0
             )
             return
-        frame = Frame(msg.encoding, msg.height, msg.width, msg.step, msg.data, stamp_ns, msg)
+        frame = Frame(msg.encoding, msg.height, msg.width, msg.step, msg.data, stamp_ns, msg, view)
+        sync = self._syncs.get(robot)
+        if sync is not None:  # several views: wait for the set within the tolerance
+            views = sync.put(view, stamp_ns, frame)
+            if views is None:
+                return
+            frame = views[self.views[0]]
+            frame.others = {v: views[v] for v in self.views[1:]}
         with self._wake:
             self.window.put(robot, frame, time.monotonic())
             self._wake.notify()
@@ -298,6 +313,7 @@ class WorldExpertNode(LifecycleNode):
         d.checksum = e.checksum
         d.slot, d.sequence, d.epoch = e.slot, e.sequence, e.epoch
         d.shape, d.dtype = list(e.shape), e.dtype
+        d.views = list(self.views)
         d.encode_s = out.encode_ms / 1e3
         return d
 
@@ -324,11 +340,16 @@ class WorldExpertNode(LifecycleNode):
         for e in encs:
             for k, v in e.rejected.items():
                 rejected[k] = rejected.get(k, 0) + v
+        for sync in self._syncs.values():
+            for view, n in sync.missing.items():
+                if n:
+                    rejected[f'view_missing:{view}'] = rejected.get(f'view_missing:{view}', 0) + n
         return WorldExpertStatus(
             level=level,
             message=message,
             active=self.ready,
             model_version=self.expert.version,
+            views=list(self.views),
             cache_backend=self.cache.backend if self.cache is not None else '',
             camera_rate_hz=rate,
             expected_camera_hz=expected,

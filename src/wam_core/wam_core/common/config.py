@@ -170,7 +170,18 @@ class WorldExpertParams:
     )
     camera_topic: str = param(
         'camera/image_raw',
-        "sensor_msgs/Image topic to encode, relative to each robot's namespace",
+        "sensor_msgs/Image topic of the front view, relative to each robot's namespace",
+    )
+    view_topics: list[str] = param(
+        [],
+        "'view=topic' for the model's other views (default: <view>_camera/image_raw, "
+        "relative to each robot's namespace)",
+    )
+    view_tolerance_ms: float = param(
+        15.0,
+        'frames of different views whose stamps lie this close form one observation, ms',
+        min=0.0,
+        max=1000.0,
     )
     robots: list[str] = param(
         [],
@@ -201,6 +212,18 @@ class WorldExpertParams:
                 f'got {self.robots}'
             )
         self.robots = names
+        for item in self.view_topics:
+            view, sep, topic = item.partition('=')
+            if not sep or not view.strip() or not topic.strip():
+                raise ConfigError(f"parameter view_topics: 'view=topic' entries, got {item!r}")
+
+    def topic_of(self, view: str) -> str:
+        """The camera topic of a view (relative to the robot's namespace)."""
+        for item in self.view_topics:
+            name, _, topic = item.partition('=')
+            if name.strip() == view:
+                return topic.strip()
+        return self.camera_topic if view == 'front' else f'{view}_camera/image_raw'
 
 
 # ----------------------------------------------------------------------- action expert
@@ -413,6 +436,16 @@ class SimRobotParams:
     camera_hz: float = param(30.0, 'camera frame rate, Hz', min=0.1, max=1000.0)
     image_size: int = param(128, 'camera image side, px', min=16, max=4096)
     seed: int = param(0, 'episode seed: object positions', min=0, max=2**31 - 1)
+    cameras: list[str] = param(
+        ['front'],
+        'cameras rendered each frame with one stamp (front, wrist): front on '
+        'camera/image_raw, another <name> on <name>_camera/image_raw',
+    )
+
+    def validate(self) -> None:
+        bad = [c for c in self.cameras if c not in ('front', 'wrist')]
+        if not self.cameras or bad or len(set(self.cameras)) != len(self.cameras):
+            raise ConfigError(f'parameter cameras: front and/or wrist, got {self.cameras}')
 
 
 @dataclass

@@ -75,9 +75,13 @@ class ActionExpertConfig(PretrainedConfig):
         delta_scale=None,
         arm_chain=None,
         tcp_offset=None,
+        views: int = 1,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        # camera views in the representation ([views * tokens, width], views stacked):
+        # the object head reads every view's CLS token
+        self.views = views
         self.repr_dim = repr_dim
         # tokens of the representation it reads (the default world expert: 8 x 8 patches
         # + CLS); prepare reads only the CLS token, warm-up feeds this shape
@@ -140,9 +144,10 @@ class ActionExpert(PreTrainedModel):
     def __init__(self, config: ActionExpertConfig):
         super().__init__(config)
         d = config.repr_dim
+        dv = d * config.views  # every view's CLS token, side by side
         # the CLS token's scale moves while the ViT trains: normalise it first
         self.object_head = nn.Sequential(
-            nn.LayerNorm(d), nn.Linear(d, d), nn.GELU(), nn.Linear(d, OBJECTS)
+            nn.LayerNorm(dv), nn.Linear(dv, d), nn.GELU(), nn.Linear(d, OBJECTS)
         )
         self.subtask_proj = nn.Linear(config.subtask_dim, config.subtask_features)
         h = config.hidden
@@ -165,12 +170,17 @@ class ActionExpert(PreTrainedModel):
 
     @property
     def representation_shape(self) -> tuple[int, int]:
-        """[tokens, width] of the world-expert representation it reads."""
-        return (self.config.repr_tokens, self.config.repr_dim)
+        """[views * tokens, width] of the world-expert representation it reads."""
+        return (self.config.views * self.config.repr_tokens, self.config.repr_dim)
 
     def objects(self, representation: torch.Tensor) -> torch.Tensor:
-        """Representation [B, T, Dw] -> apple xyz, fridge xy [B, 5] (m, base frame)."""
-        return self.object_head(representation[:, 0])
+        """Representation [B, V*T, Dw] -> apple xyz, fridge xy [B, 5] (m, base frame),
+        from the CLS token of every view."""
+        v = self.config.views
+        if v == 1:
+            return self.object_head(representation[:, 0])
+        per = representation.shape[1] // v
+        return self.object_head(representation[:, ::per][:, :v].flatten(1))
 
     def prepare(self, representation: torch.Tensor) -> SceneState:
         return SceneState(self.objects(representation))

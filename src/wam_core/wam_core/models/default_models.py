@@ -29,9 +29,12 @@ PERIOD_S = 0.02  # the control period the demonstrations are recorded at
 
 
 def write_default_models(
-    out: str, seed: int = 0, joints: int = len(TABLETOP_ARM.joint_names)
+    out: str,
+    seed: int = 0,
+    joints: int = len(TABLETOP_ARM.joint_names),
+    views: tuple[str, ...] = ('front',),
 ) -> dict:
-    version = f'default-seed{seed}'
+    version = f'default-seed{seed}' + ('' if views == ('front',) else '-' + '-'.join(views))
     world_dir, action_dir = os.path.join(out, 'world_expert'), os.path.join(out, 'action_expert')
     torch.manual_seed(seed)
     world = ViTModel(default_world_config(), add_pooling_layer=False)
@@ -40,7 +43,7 @@ def write_default_models(
         world_dir,
         WORLD_NAME,
         version,
-        {'seed': seed, 'trained': False, 'type': WORLD_TYPE, 'views': ['front']},
+        {'seed': seed, 'trained': False, 'type': WORLD_TYPE, 'views': list(views)},
     )
     torch.manual_seed(seed + 1)
     cfg = ActionExpertConfig(
@@ -48,6 +51,7 @@ def write_default_models(
         repr_tokens=representation_tokens(world.config),
         num_joints=joints,
         delta_scale=default_delta_scale(TABLETOP_ARM.joint_names[:joints]),
+        views=len(views),
     )
     action = ActionExpert(cfg)
     action.save_pretrained(action_dir)
@@ -73,8 +77,9 @@ def main(argv=None) -> int:
     )
     ap.add_argument('--out', default='models')
     ap.add_argument('--seed', type=int, default=0)
+    ap.add_argument('--views', default='front', help='camera views, comma-separated (front,wrist)')
     args = ap.parse_args(argv)
-    info = write_default_models(args.out, args.seed)
+    info = write_default_models(args.out, args.seed, views=tuple(args.views.split(',')))
     print(
         f'default models written: {info["world_dir"]}, {info["action_dir"]} '
         f'(version {info["version"]})'

@@ -20,7 +20,8 @@ from .image import ImageError
 
 @dataclass
 class Frame:
-    """A camera frame's fields, as the node got them (``sensor_msgs/Image`` layout)."""
+    """A camera frame's fields, as the node got them (``sensor_msgs/Image`` layout): the
+    primary view's, with the observation's other views (gathered by ``view_sync``)."""
 
     encoding: str
     height: int
@@ -29,6 +30,18 @@ class Frame:
     data: object
     stamp_ns: int
     source: object = None  # the caller's own (the message, for its header)
+    view: str = 'front'  # which view this frame is
+    others: dict[str, Frame] | None = None  # the other views of the same observation
+
+    def layout(self) -> tuple:
+        return (self.encoding, self.height, self.width, self.step, self.data)
+
+    def view_frames(self) -> dict[str, tuple]:
+        """{view: (encoding, height, width, step, data)} for every view it carries."""
+        out = {self.view: self.layout()}
+        for name, f in (self.others or {}).items():
+            out[name] = f.layout()
+        return out
 
 
 class FleetEncoder:
@@ -46,9 +59,7 @@ class FleetEncoder:
         pending: list[tuple[str, Frame, PendingEncode]] = []
         for robot, f in batch:
             try:
-                begun = self.encoders[robot].begin(
-                    f.encoding, f.height, f.width, f.step, f.data, f.stamp_ns
-                )
+                begun = self.encoders[robot].begin_views(f.view_frames(), f.stamp_ns)
             except (ImageError, CacheError) as exc:  # a bad frame; a cache that failed
                 results.append((robot, f, exc))
                 continue

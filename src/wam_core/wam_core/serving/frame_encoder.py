@@ -1,4 +1,8 @@
-"""World-expert serving logic: validate a frame, encode it once, cache it.
+"""World-expert serving logic: validate an observation, encode it once, cache it.
+
+An observation is one frame per view the world expert declares (one camera, or
+several gathered by ``view_sync``); it is fingerprinted over every view, so world-expert
+calls per distinct observation stay exactly 1.00 with any number of cameras.
 
 Besides the image itself, two things make a frame unusable:
 - its stamp: from the future (a clock jump, a skewed clock) or already older than the
@@ -20,7 +24,7 @@ import numpy as np
 
 from ..cache.protocol import CacheEntry, now_ns
 from ..models.contract import Observation
-from .image import ImageError, fingerprint, frame_to_array
+from .image import ImageError, fingerprint, frame_to_array, observation_fingerprint
 from .latency import StageTimer
 
 
@@ -37,13 +41,12 @@ class PendingEncode:
 
     fp: str
     stamp_ns: int
-    rgb: np.ndarray
-    view: str = 'front'
+    views: dict[str, np.ndarray]  # view name -> HxWx3 uint8
 
     @property
     def observation(self) -> Observation:
-        """What the world expert encodes: this frame as its one view."""
-        return Observation({self.view: self.rgb}, self.stamp_ns)
+        """What the world expert encodes."""
+        return Observation(self.views, self.stamp_ns)
 
 
 class FrameEncoder:
@@ -60,12 +63,7 @@ class FrameEncoder:
         clock=now_ns,
     ):
         self.expert = expert
-        views = expert.spec.view_names
-        if len(views) != 1:
-            raise ValueError(
-                f'the world expert needs the views {views}; a camera topic gives one view'
-            )
-        self.view = views[0]
+        self.views = expert.spec.view_names  # the first is the primary (its stamp, its topic)
         self.cache = cache
         self.timeout_ms = timeout_ms
         self.max_age_ns = max_age_ms * 1e6
@@ -127,12 +125,25 @@ class FrameEncoder:
     def begin(
         self, encoding: str, height: int, width: int, step: int, data, stamp_ns: int
     ) -> EncodeOutcome | PendingEncode:
-        """Validate and look the frame up: a cache hit is done (EncodeOutcome); a new
-        frame comes back as a PendingEncode for ``complete`` once the expert encoded it
-        (alone, or batched with other robots' frames). ImageError (counted) if bad."""
+        """One-view observation: see ``begin_views``."""
+        return self.begin_views({self.views[0]: (encoding, height, width, step, data)}, stamp_ns)
+
+    def begin_views(self, frames: dict, stamp_ns: int) -> EncodeOutcome | PendingEncode:
+        """Validate every view ({view: (encoding, height, width, step, data)}) and look the
+        observation up: a cache hit is done (EncodeOutcome); a new one comes back as a
+        PendingEncode for ``complete`` once the expert encoded it (alone, or batched with
+        other robots'). ImageError (counted) if a view is bad or missing."""
         t0 = time.perf_counter()
-        rgb = self.check(encoding, height, width, step, data, stamp_ns)
-        fp = fingerprint(encoding, height, width, data)
+        missing = [v for v in self.views if v not in frames]
+        if missing:
+            self.reject('view_missing')
+            raise ImageError(f'the observation lacks the view(s) {missing}')
+        views, fps = {}, {}
+        for name in self.views:
+            encoding, height, width, step, data = frames[name]
+            views[name] = self.check(encoding, height, width, step, data, stamp_ns)
+            fps[name] = fingerprint(encoding, height, width, data)
+        fp = observation_fingerprint(fps)
         self.timer.add('validate', (time.perf_counter() - t0) * 1e3)
         entry = self.cache.lookup(fp)
         q = self.joint_positions
@@ -153,7 +164,7 @@ class FrameEncoder:
             self.hits += 1
             return EncodeOutcome(entry, True, 0.0)
         self._content_joints = None if q is None else q.copy()
-        return PendingEncode(fp, stamp_ns, rgb, self.view)
+        return PendingEncode(fp, stamp_ns, views)
 
     def complete(self, pending: PendingEncode, rep: np.ndarray, encode_ms: float) -> EncodeOutcome:
         """Cache the representation the expert computed for ``pending``."""

@@ -55,3 +55,14 @@ def fingerprint(encoding: str, height: int, width: int, data) -> str:
     h.update(f'{encoding}:{height}x{width}:'.encode())
     h.update(memoryview(data) if not isinstance(data, np.ndarray) else data.tobytes())
     return h.hexdigest()
+
+
+def observation_fingerprint(view_fingerprints: dict[str, str]) -> str:
+    """One fingerprint over every view of an observation (names and frames): a set
+    differing in any view is another observation. One view keeps its own fingerprint."""
+    if len(view_fingerprints) == 1:
+        return next(iter(view_fingerprints.values()))
+    h = hashlib.blake2b(digest_size=16)
+    for name, fp in sorted(view_fingerprints.items()):
+        h.update(f'{name}={fp};'.encode())
+    return h.hexdigest()
