@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Hot-path benchmark: the stack on the synthetic robot, 30 camera frames/s.
 
-    python bench/hot_path.py [--seconds 30] [--modes multi,single]
+    python bench/hot_path.py [--seconds 30] [--modes multi,single] [--no-two-view]
 
 For each mode it runs the stack for --seconds after bring-up and reads the figures
-the nodes publish on /diagnostics (what rqt shows). Then, in this process, the
+the nodes publish on /diagnostics (what rqt shows); then the multi-process stack once
+more with two camera views (front and wrist: the synthetic robot's two cameras, a
+seeded two-view expert pair, encoded together), ``two_view`` in the report. Then, in
+this process, the
 baseline: a *unified* tick that recomputes the world expert inside every 50 Hz
 tick (encode + prepare + decode), paced at the same period, so the ratio shows what
 the split buys. Writes the "hot_path" section of bench/report.json (other sections
@@ -18,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -36,8 +40,9 @@ def start_bare_timer(seconds: float) -> subprocess.Popen:
     )
 
 
-def run_mode(mode: str, seconds: float, config: str) -> dict:
-    stack = Stack(mode, config, camera_hz=30.0)
+def run_mode(mode: str, seconds: float, config: str, extra_args=None, tag: str = '') -> dict:
+    stack = Stack(mode, config, camera_hz=30.0, extra_args=extra_args)
+    tag = tag or mode
     try:
         stack.wait_ready(120)
         before = stack.stats()
@@ -46,7 +51,7 @@ def run_mode(mode: str, seconds: float, config: str) -> dict:
         stack.spin_for(
             seconds,
             lambda s: print(
-                f'  [{mode} {time.monotonic() - t0:4.0f}s] '
+                f'  [{tag} {time.monotonic() - t0:4.0f}s] '
                 f'tick p99 {s.stats()["tick_p99"]:.2f} ms, '
                 f'period p99 {s.stats()["period_p99"]:.2f} ms',
                 flush=True,
@@ -60,7 +65,7 @@ def run_mode(mode: str, seconds: float, config: str) -> dict:
         series = {'period_ms': stack.monitor.arrival.values().round(3).tolist()}
         if stack.action is not None:  # single process: the tick samples are in this process
             series['tick_ms'] = stack.action.timer_stats.stages['tick'].values().round(3).tolist()
-        with open(os.path.join(workspace_root(), 'bench', f'series_{mode}.json'), 'w') as fh:
+        with open(os.path.join(workspace_root(), 'bench', f'series_{tag}.json'), 'w') as fh:
             json.dump(series, fh)
     finally:
         stack.shutdown()
@@ -83,8 +88,25 @@ def run_mode(mode: str, seconds: float, config: str) -> dict:
         'ticks': int(after['ticks'] - before['ticks']),
         'camera_frames': int(frames),
         'encode_ms_p50': after['encode_p50'],
+        # per observation (all its views, one forward pass)
+        'encode_ms': {'p50': after['encode_p50'], 'p99': after['encode_p99']},
+        'views': list(stack.monitor.world.views) if stack.monitor.world is not None else [],
         'seconds': seconds,
     }
+
+
+def two_view_args(tmp: str) -> list[str]:
+    """The stack on two views: a seeded two-view pair and the robot's wrist camera."""
+    from robot_agent.stack import override
+    from wam_core.models.default_models import write_default_models
+
+    info = write_default_models(tmp, views=('front', 'wrist'))
+    return [
+        *override('world_expert', 'model_dir', info['world_dir']),
+        *override('action_expert', 'model_dir', info['action_dir']),
+        '-p',
+        'synthetic_robot:cameras:=[front,wrist]',
+    ]
 
 
 def unified_baseline(config: str, ticks: int = 300) -> dict:
@@ -132,6 +154,7 @@ def main() -> int:
     ap.add_argument('--seconds', type=float, default=30.0)
     ap.add_argument('--modes', default='multi,single')
     ap.add_argument('--config', default=None, help='parameter file (default: config/wam.yaml)')
+    ap.add_argument('--no-two-view', action='store_true', help='skip the two-view run')
     args = ap.parse_args()
     args.config = args.config or default_config()
     modes = [m for m in args.modes.split(',') if m]
@@ -139,9 +162,16 @@ def main() -> int:
     for mode in modes:
         print(f'running the {mode}-process stack for {args.seconds:.0f} s ...', flush=True)
         results[mode] = run_mode(mode, args.seconds, args.config)
+    two_view = None
+    if not args.no_two_view:
+        print(f'running the multi-process stack on two views for {args.seconds:.0f} s ...')
+        with tempfile.TemporaryDirectory() as tmp:
+            two_view = run_mode('multi', args.seconds, args.config, two_view_args(tmp), 'two_view')
     print('unified baseline (world expert inside every tick) ...', flush=True)
     unified = unified_baseline(args.config)
     head = dict(results[modes[0]])
+    if two_view is not None:
+        head['two_view'] = two_view
     head['mode'] = modes[0]
     head['unified_tick_ms'] = unified
     head['unified_over_split_p50'] = unified['p50'] / head['tick_ms']['p50']
@@ -171,7 +201,11 @@ def main() -> int:
         ('camera frames', lambda r: r['camera_frames']),
         ('encode ms p50', lambda r: r['encode_ms_p50']),
     ]
-    print(f'{"":24}' + ''.join(f'{c + "-process":>18}' for c in cols))
+    if two_view is not None:
+        results['two_view'] = two_view
+        cols = [*modes, 'two_view']
+    rows.append(('encode ms p99', lambda r: r['encode_ms']['p99']))
+    print(f'{"":24}' + ''.join(f'{c:>18}' for c in cols))
     for name, get in rows:
         print(f'{name:24}' + ''.join(f'{get(results[c]):>18.3f}' for c in cols))
     print(

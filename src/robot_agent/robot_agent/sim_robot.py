@@ -15,17 +15,11 @@ from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Bool
 from trajectory_msgs.msg import JointTrajectory
 
-from wam_core.common.config import SimRobotParams
+from wam_core.common.config import SimRobotParams, camera_topic
 from wam_sim.tabletop import JOINT_NAMES, TabletopSim
 from wam_util import convert, qos
 from wam_util.executors import run_node
 from wam_util.params import NodeParams
-
-
-def camera_topic(camera: str) -> str:
-    """Where a camera's frames go: front on camera/image_raw (today's name), another
-    <name> on <name>_camera/image_raw."""
-    return 'camera/image_raw' if camera == 'front' else f'{camera}_camera/image_raw'
 
 
 class SimRobot(Node):

@@ -358,6 +358,7 @@ class Stack:
             'world_calls': of(w, 'world_calls'),
             'calls_per_frame': of(w, 'calls_per_distinct_frame'),
             'encode_p50': _latency(w, 'encode', 'p50_ms'),
+            'encode_p99': _latency(w, 'encode', 'p99_ms'),
             'camera_hz': of(w, 'camera_rate_hz'),
             'chunk_hz': of(a, 'chunk_rate_hz'),
             'obs_to_action_p50': _latency(a, 'obs_to_action', 'p50_ms'),

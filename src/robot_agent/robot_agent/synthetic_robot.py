@@ -1,4 +1,6 @@
-"""Synthetic robot: /camera/image_raw (rgb8, 30 Hz) and /joint_states (100 Hz)."""
+"""Synthetic robot: /camera/image_raw (rgb8, 30 Hz) and /joint_states (100 Hz); with
+``cameras: [front, wrist]`` also /wrist_camera/image_raw (the same scene, another seed),
+stamped with the front frame's stamp."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import time
 from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 
-from wam_core.common.config import SyntheticRobotParams
+from wam_core.common.config import SyntheticRobotParams, camera_topic
 from wam_sim.synthetic import SyntheticScene
 from wam_util import convert, qos
 from wam_util.executors import run_node
@@ -24,7 +26,15 @@ class SyntheticRobot(Node):
         self._grippers = [i for i, n in enumerate(self.joint_names) if 'gripper' in n]
         self.frames = 0
         self._t0 = time.monotonic()
-        self._img_pub = self.create_publisher(Image, 'camera/image_raw', qos.SENSOR)
+        self._img_pub = self.create_publisher(Image, camera_topic('front'), qos.SENSOR)
+        # other views: the same moving square from another seed (a distinct picture)
+        self._views = {
+            c: (
+                self.create_publisher(Image, camera_topic(c), qos.SENSOR),
+                SyntheticScene(size, len(self.joint_names), cfg.seed + 1 + i, cfg.static_scene),
+            )
+            for i, c in enumerate(x for x in cfg.cameras if x != 'front')
+        }
         self._js_pub = self.create_publisher(JointState, 'joint_states', qos.SENSOR)
         self.camera_paused = False
         self.create_timer(1.0 / cfg.camera_hz, self._publish_frame)
@@ -38,6 +48,9 @@ class SyntheticRobot(Node):
         self._img.header.stamp = convert.ns_to_stamp(time.time_ns())
         self._img.data = self.scene.frame(self.frames).tobytes()
         self._img_pub.publish(self._img)
+        for pub, scene in self._views.values():
+            self._img.data = scene.frame(self.frames).tobytes()
+            pub.publish(self._img)
         self.frames += 1
 
     def _publish_joints(self) -> None:

@@ -247,6 +247,8 @@ def main(argv=None) -> int:
         )
     if 'stack' in results:
         task['mean_time_to_success_s'] = results['stack']['mean_time_to_success_s']
+    # the episodes the headline run missed (the stack's; each mode's are under its name)
+    task['failed_seeds'] = results.get('stack', next(iter(results.values())))['failed_seeds']
     if 'stack' in results and 'direct' in results:
         task['stack_minus_direct_points'] = 100.0 * (
             results['stack']['success_rate'] - results['direct']['success_rate']

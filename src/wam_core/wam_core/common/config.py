@@ -21,6 +21,13 @@ PRECISIONS = ('auto', 'bf16', 'fp16', 'fp32')
 CACHE_BACKENDS = ('inprocess', 'shm', 'mooncake', 'cuda_ipc')
 
 
+def camera_topic(view: str) -> str:
+    """Where a robot publishes a camera view (relative to its namespace): front on
+    camera/image_raw (the name a single-camera robot uses), another <view> on
+    <view>_camera/image_raw."""
+    return 'camera/image_raw' if view == 'front' else f'{view}_camera/image_raw'
+
+
 # ----------------------------------------------------------------------------- shared
 @dataclass
 class RobotConfig:
@@ -223,7 +230,7 @@ class WorldExpertParams:
             name, _, topic = item.partition('=')
             if name.strip() == view:
                 return topic.strip()
-        return self.camera_topic if view == 'front' else f'{view}_camera/image_raw'
+        return self.camera_topic if view == 'front' else camera_topic(view)
 
 
 # ----------------------------------------------------------------------- action expert
@@ -460,6 +467,15 @@ class SyntheticRobotParams:
     seed: int = param(
         0, 'scene seed: the moving square and the joint phases', min=0, max=2**31 - 1
     )
+    cameras: list[str] = param(
+        ['front'],
+        'views published with one stamp: front on camera/image_raw, another <name> on '
+        '<name>_camera/image_raw (the same scene from another seed)',
+    )
+
+    def validate(self) -> None:
+        if 'front' not in self.cameras or len(set(self.cameras)) != len(self.cameras):
+            raise ConfigError(f'parameter cameras: distinct names with front, got {self.cameras}')
 
 
 @dataclass
