@@ -529,7 +529,13 @@ def main(argv=None) -> int:
     ap.add_argument('--json', help='write the final figures here')
     ap.add_argument('--gif', help='write the camera view as an animated GIF (sim robot)')
     ap.add_argument('--histogram', help='write a tick-latency histogram PNG (single-process mode)')
-    args = ap.parse_args(argv)
+    ap.epilog = (
+        'ROS arguments for the nodes go last: --ros-args -p world_expert:model_dir:=DIR ...'
+    )
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # --ros-args ... at the end: ROS arguments for the nodes (-p node:name:=value)
+    cut = argv.index('--ros-args') if '--ros-args' in argv else len(argv)
+    args, ros = ap.parse_args(argv[:cut]), argv[cut + 1 :]
     args.config = args.config or default_config()
     if not os.path.exists(args.config):
         ap.error(f'config file {args.config} not found')
@@ -539,7 +545,7 @@ def main(argv=None) -> int:
         line = status_line(stack)
         print(('\r' + line) if tty else line, end='' if tty else '\n', flush=True)
 
-    extra = override('robot_agent', 'instruction', args.instruction)
+    extra = override('robot_agent', 'instruction', args.instruction) + ros
     stack = Stack(
         args.mode,
         args.config,
