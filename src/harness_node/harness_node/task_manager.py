@@ -28,10 +28,11 @@ from wam_core.common.config import HarnessParams
 from wam_core.common.status import OK
 from wam_core.planning.embedding import SubtaskEmbedder
 from wam_core.planning.llm import CircuitBreaker, FallbackPlanner, LLMPlanner
-from wam_core.planning.plan import MAX_INSTRUCTION, PlanError
+from wam_core.planning.paraphrase import SimilarityPlanner
+from wam_core.planning.plan import MAX_INSTRUCTION, ObjectRef, PlanError
 from wam_core.planning.rules import RulePlanner
 from wam_interfaces.action import ExecuteTask
-from wam_interfaces.msg import ActiveSubtask, TaskManagerStatus
+from wam_interfaces.msg import ActiveSubtask, PerceivedObjects, TaskManagerStatus
 from wam_interfaces.msg import Subtask as SubtaskMsg
 from wam_util import convert, qos
 from wam_util.diagnostics import NodeDiagnostics
@@ -86,10 +87,19 @@ class TaskManager:
             if p.use_llm
             else None
         )
-        self.planner = FallbackPlanner(
-            llm, RulePlanner(), logger=lambda m: node.get_logger().warning(m)
-        )
         self.embedder = SubtaskEmbedder(redis_url=cfg.embedding.redis_url)
+        # rules first; words they do not know mapped onto their vocabulary by meaning
+        rules = SimilarityPlanner(self.embedder, p.similarity_threshold, RulePlanner())
+        self.planner = FallbackPlanner(llm, rules, logger=lambda m: node.get_logger().warning(m))
+        # what the robot perceives (the agent's PERCEIVE step): plans are grounded on it
+        self.perceived: list[ObjectRef] | None = None
+        node.create_subscription(
+            PerceivedObjects,
+            'perceived_objects',
+            self._on_perceived,
+            qos.LATCHED,
+            callback_group=ReentrantCallbackGroup(),
+        )
         self.subtask_s = cfg.task.subtask_duration_s
         self._worker = _Worker(PLANNING_THREAD)
         self.task_state = 'idle'
@@ -214,10 +224,15 @@ class TaskManager:
         finally:
             self._busy = False
 
+    def _on_perceived(self, msg: PerceivedObjects) -> None:
+        self.perceived = [
+            ObjectRef(o.label.strip().lower(), o.color.strip().lower()) for o in msg.objects
+        ]
+
     def _plan_and_embed(self, instruction: str):
         """On the worker thread: the plan and each subtask's embedding and intent weights
         (embedded once per subtask, before the first one conditions the robot)."""
-        plan = self.planner.plan(instruction)
+        plan = self.planner.plan(instruction, self.perceived)
         conditioning = []
         for sub in plan.subtasks:
             vec = self.embedder.embed(sub.text())
@@ -281,6 +296,8 @@ class TaskManager:
             tasks_canceled=self.tasks['canceled'],
             plans=convert.reason_counts(self.planner.plans),
             llm_fallbacks=convert.reason_counts(self.planner.fallbacks),
+            plans_refused=convert.reason_counts(self.planner.refusals),
+            perceived=[o.text() for o in self.perceived or ()],
             embedding_cache_hits=self.embedder.hits,
             embedding_model_calls=self.embedder.model_calls,
             rejected_inputs=convert.reason_counts(self.rejected_inputs),

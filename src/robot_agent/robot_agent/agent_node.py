@@ -19,6 +19,7 @@ from wam_core.agent.task_cycle import ABORTED, Agent
 from wam_core.common.config import AgentParams
 from wam_core.common.status import OK, WARN
 from wam_interfaces.action import ExecuteTask
+from wam_interfaces.msg import PerceivedObjects
 from wam_util import qos
 from wam_util.diagnostics import NodeDiagnostics
 from wam_util.executors import run_node
@@ -41,6 +42,18 @@ class AgentNode(Node):
         self.create_subscription(Image, 'camera/image_raw', self._on_image, qos.SENSOR)
         self.create_subscription(JointState, 'joint_states', self._on_joints, qos.SENSOR)
         self.create_subscription(Bool, 'sim/task_success', self._on_success, qos.EVENTS)
+        # PERCEIVE: what the robot sees, reported latched for the harness to ground plans on
+        self.objects: PerceivedObjects | None = None
+        self._objects_pub = self.create_publisher(
+            PerceivedObjects, 'perceived_objects', qos.LATCHED
+        )
+        if self.cfg.perception_topic:
+            self.create_subscription(
+                PerceivedObjects,
+                self.cfg.perception_topic,
+                lambda m: setattr(self, 'objects', m),
+                qos.LATCHED,
+            )
         self._client = ActionClient(self, ExecuteTask, 'harness/execute_task')
         self.diagnostics = NodeDiagnostics(self)
         self.diagnostics.add('robot agent', self._diagnostics)
@@ -93,7 +106,11 @@ class AgentNode(Node):
 
     def _step(self) -> None:
         now = time.monotonic()
-        perception_ok = now - self._last_image < 0.5 and now - self._last_joints < 0.5
+        perception_ok = (
+            now - self._last_image < 0.5
+            and now - self._last_joints < 0.5
+            and (self.objects is not None or not self.cfg.perception_topic)
+        )
         accepted, self._accepted = self._accepted, None
         result, self._result = self._result, None
         sent, self._sent = self._sent, False
@@ -105,7 +122,11 @@ class AgentNode(Node):
             result=result,
             success=self.success,
         )
-        if action == 'send_goal':
+        if action == 'send_goal':  # PERCEIVE is done: report what it saw, then plan
+            if self.objects is not None:
+                self._objects_pub.publish(self.objects)
+                seen = ', '.join(f'{o.color} {o.label}'.strip() for o in self.objects.objects)
+                self.get_logger().info(f'perceived: {seen or "nothing"}')
             self._want_goal = True
         if self._want_goal and self._client.server_is_ready():
             self._send_goal()

@@ -16,6 +16,7 @@ from std_msgs.msg import Bool
 from trajectory_msgs.msg import JointTrajectory
 
 from wam_core.common.config import SimRobotParams, camera_topic
+from wam_interfaces.msg import PerceivedObjects, SceneObject
 from wam_sim.tabletop import JOINT_NAMES, TabletopSim
 from wam_util import convert, qos
 from wam_util.executors import run_node
@@ -51,6 +52,13 @@ class SimRobot(Node):
         self._last = time.monotonic()
         self.create_timer(0.01, self._step)
         self.create_timer(0.1, lambda: self._success_pub.publish(Bool(data=self.sim.success())))
+        # what a detector on the front camera would see (the simulator's ground truth):
+        # the robot agent's PERCEIVE step reports it, the harness grounds plans on it
+        self._objects_pub = self.create_publisher(
+            PerceivedObjects, 'sim/visible_objects', qos.LATCHED
+        )
+        self._objects: list = []
+        self.create_timer(0.1, self._publish_objects)
 
     def _on_trajectory(self, msg: JointTrajectory) -> None:
         try:
@@ -103,6 +111,16 @@ class SimRobot(Node):
             self.frames += 1
             if self.record is not None and len(self.record) < 3000:
                 self.record.append(next(iter(imgs.values())))
+
+    def _publish_objects(self) -> None:
+        objects = self.sim.visible_objects()
+        if objects == self._objects:
+            return
+        self._objects = objects
+        msg = PerceivedObjects(source="sim: objects inside the front camera's image")
+        msg.header.stamp = convert.ns_to_stamp(time.time_ns())
+        msg.objects = [SceneObject(label=label, color=color) for label, color in objects]
+        self._objects_pub.publish(msg)
 
 
 def main(args=None) -> None:

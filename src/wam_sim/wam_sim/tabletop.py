@@ -240,6 +240,19 @@ class TabletopSim:
     def joint_velocities(self) -> np.ndarray:
         return np.array([self.data.qvel[a] for a in self._dadr])
 
+    def visible_objects(self) -> list[tuple[str, str]]:
+        """(class, colour) of every object whose centre lies inside the front camera's
+        image: what a perfect detector on that camera would report (ground truth, a
+        stand-in for perception)."""
+        named = [('apple', 'apple', 'red'), ('fridge', 'fridge', '')]
+        named += [(f'{c}_cube', 'cube', c) for c in DISTRACTOR_COLORS]
+        out = []
+        for body, label, color in named:
+            col, row = camera_pixels(self.body_position(body), self.image_size)
+            if 0 <= col < self.image_size and 0 <= row < self.image_size:
+                out.append((label, color))
+        return out
+
     def body_position(self, name: str) -> np.ndarray:
         return self.data.body(name).xpos.copy()
 

@@ -400,6 +400,13 @@ class PlannerConfig:
         min=0.0,
         max=86400.0,
     )
+    similarity_threshold: float = param(
+        0.6,
+        'a word the rules do not know is read as the nearest vocabulary word when their '
+        'all-MiniLM-L6-v2 cosine similarity is at least this; below, the instruction is refused',
+        min=0.0,
+        max=1.0,
+    )
 
 
 @dataclass
@@ -493,6 +500,12 @@ class AgentParams:
     )
     observe_s: float = param(
         1.0, 'let the scene settle this long before judging success, s', min=0.0, max=3600.0
+    )
+    perception_topic: str = param(
+        'sim/visible_objects',
+        "wam_interfaces/PerceivedObjects from the robot's detector; PERCEIVE waits for it "
+        "and publishes it on perceived_objects, which the harness grounds plans on ('': "
+        'none, plans are not grounded)',
     )
 
 

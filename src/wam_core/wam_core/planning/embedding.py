@@ -78,6 +78,14 @@ class SubtaskEmbedder:
         self.model_calls += 1
         return vec.numpy().astype(np.float32)
 
+    def vector(self, text: str) -> np.ndarray:
+        """The embedding of any text (a word to map, a vocabulary entry), outside the
+        subtask cache and its counters."""
+        calls = self.model_calls
+        vec = self._compute(text)
+        self.model_calls = calls
+        return vec
+
     def embed(self, text: str) -> np.ndarray:
         t0 = time.perf_counter()
         vec = self._lru.get(text)

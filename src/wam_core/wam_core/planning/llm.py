@@ -5,8 +5,9 @@ The request asks for JSON constrained by the plan's JSON schema (``response_form
 a well-formed plan; the reply is still parsed and validated here. Transport failures
 (timeout, refused connection, HTTP 5xx) are retried with exponential backoff and
 jitter inside one overall deadline; a circuit breaker stops calling a dead server for
-a cool-down. ``FallbackPlanner`` falls back to the rules on any failure, including a
-valid plan that names objects the instruction never mentions, and counts why.
+a cool-down. ``FallbackPlanner`` is the whole chain: the safety guard, the LLM, the rules
+on any LLM failure (including a valid plan that names objects the instruction never
+mentions, or that the robot does not see), and the grounding check; it counts why.
 """
 
 from __future__ import annotations
@@ -14,11 +15,21 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import httpx
 
-from .plan import MAX_INSTRUCTION, PLAN_SCHEMA, SKILLS, Plan, PlanError, validate_plan
+from .grounding import grounding_reason
+from .guard import unsafe_reason
+from .plan import (
+    MAX_INSTRUCTION,
+    PLAN_SCHEMA,
+    SKILLS,
+    ObjectRef,
+    Plan,
+    PlanError,
+    validate_plan,
+)
 from .rules import ungrounded_objects
 
 MAX_REPLY_BYTES = 16_384
@@ -189,7 +200,10 @@ class LLMPlanner:
 
 
 class FallbackPlanner:
-    """LLM first (when configured), rules on any LLM failure. Counts fallbacks by reason."""
+    """The planning chain: the safety guard, then the LLM (when configured), then the
+    rules (with the similarity mapping when given a ``SimilarityPlanner``), then the
+    grounding check against what the robot perceives. Counts plans by planner, LLM
+    fallbacks by reason and refusals by kind (unsafe, not_in_view, no_plan)."""
 
     def __init__(self, llm: LLMPlanner | None, rules, logger: Callable[[str], None] = print):
         self.llm = llm
@@ -197,8 +211,18 @@ class FallbackPlanner:
         self.logger = logger
         self.fallbacks: dict[str, int] = {}
         self.plans: dict[str, int] = {}
+        self.refusals: dict[str, int] = {}
 
-    def plan(self, instruction: str) -> Plan:
+    def _refuse(self, kind: str, reason: str) -> PlanError:
+        self.refusals[kind] = self.refusals.get(kind, 0) + 1
+        return PlanError(reason)
+
+    def plan(self, instruction: str, perceived: Sequence[ObjectRef] | None = None) -> Plan:
+        """A validated plan, or PlanError with the reason. ``perceived``: the objects the
+        robot sees (None: no perception reported, plans are not grounded)."""
+        unsafe = unsafe_reason(instruction) if isinstance(instruction, str) else None
+        if unsafe:
+            raise self._refuse('unsafe', unsafe)
         if self.llm is not None:
             try:
                 plan = self.llm.plan(instruction)
@@ -207,6 +231,8 @@ class FallbackPlanner:
                     raise LLMError(
                         'ungrounded', f'plan names objects the instruction does not: {extra}'
                     )
+                if perceived is not None and grounding_reason(plan, perceived):
+                    raise LLMError('not_in_view', grounding_reason(plan, perceived))
                 self.plans['llm'] = self.plans.get('llm', 0) + 1
                 return plan
             except LLMError as exc:
@@ -215,6 +241,10 @@ class FallbackPlanner:
         try:
             plan = self.rules.plan(instruction)
         except PlanError as exc:
-            raise PlanError(f'cannot plan {instruction[:80]!r}: {exc}') from None
-        self.plans['rules'] = self.plans.get('rules', 0) + 1
+            raise self._refuse('no_plan', f'cannot plan {instruction[:80]!r}: {exc}') from None
+        if perceived is not None:
+            why = grounding_reason(plan, perceived)
+            if why:
+                raise self._refuse('not_in_view', why)
+        self.plans[plan.source] = self.plans.get(plan.source, 0) + 1
         return plan

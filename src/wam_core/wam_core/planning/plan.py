@@ -62,6 +62,14 @@ class Plan:
     subtasks: list[Subtask]
     source: str = 'rules'  # 'llm' | 'rules'
 
+    def steps(self) -> list[str]:
+        """The skill chain, one 'skill [object] [> destination]' per subtask."""
+        out = []
+        for s in self.subtasks:
+            step = s.skill + (f' {s.object.text()}' if s.object else '')
+            out.append(step + (f' > {s.destination.text()}' if s.destination else ''))
+        return out
+
     def to_json(self) -> dict[str, Any]:
         def obj(o):
             return None if o is None else {'class': o.cls, 'color': o.color}

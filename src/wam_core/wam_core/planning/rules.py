@@ -1,9 +1,12 @@
 """Rule planner: deterministic, instant, English and Chinese, the fallback for the LLM.
 
-An instruction is split into clauses ("and then", "然后", ...); each clause matches
-one verb pattern; object phrases give a class from a small vocabulary and an
-optional colour. "it" refers to the last object. Anything it cannot read is refused
-with a reason, never guessed.
+An instruction is split into clauses ("and then", "然后", ...); each clause is read
+in its own language (so "pick up the apple, 然后放进冰箱" works) after politeness is
+stripped ("could you please", "for me", "请", "帮我"), matches one verb pattern
+(synonyms: grab, take, fetch, lift; 把…拿起来, 放到…里), and its object phrases give a
+class from a small vocabulary and an optional colour. "it" (它), or nothing at all
+after a grasp ("放进冰箱"), refers to the last object. Anything it cannot read is
+refused with a reason, never guessed.
 """
 
 from __future__ import annotations
@@ -108,7 +111,8 @@ _EN = [
     (
         'grasp',
         re.compile(
-            r'^(?:pick up|pick|grasp|grab|take|lift|hold|get) (?:up )?(?P<obj>.+?)(?: up)?$'
+            r'^(?:pick up|pick|grasp|grab|take hold of|take|lift|hold|get|fetch|collect) '
+            r'(?:up )?(?P<obj>.+?)(?: up)?$'
         ),
     ),
     ('open', re.compile(r'^open (?P<obj>.+)$')),
@@ -127,6 +131,13 @@ _ZH = [
             r'^把(?P<obj>.+?)(?:放进|放到|放在|放入|搬到|拿到|移到|送到)(?P<dest>.+?)(?:里面|里|上面|上|中)?$'
         ),
     ),
+    # 把 X 拿起来: a grasp in the 把 construction
+    ('grasp', re.compile(r'^把(?P<obj>.+?)(?:拿起来|抓起来|捡起来|举起来|拿起|抓起|捡起)$')),
+    # 放进冰箱 after a grasp: the object is the one held
+    (
+        'put',
+        re.compile(r'^(?:放进|放到|放在|放入|搬到|送到)(?P<dest>.+?)(?:里面|里|上面|上|中)?$'),
+    ),
     ('open', re.compile(r'^打开(?P<obj>.+)$')),
     ('close', re.compile(r'^(?:关上|关闭|关)(?P<obj>.+)$')),
     ('grasp', re.compile(r'^(?:拿起|抓起|抓住|捡起|拿|抓)(?P<obj>.+)$')),
@@ -135,6 +146,23 @@ _ZH = [
     ('release', re.compile(r'^(?:松开|放开|放下)(?P<obj>.*)$')),
 ]
 _ZH_CHARS = re.compile(r'[\u4e00-\u9fff]')
+_EN_POLITE = re.compile(
+    r'^(?:please|kindly|could you|can you|would you|will you|hey robot|robot|hey|'
+    r"i'd like you to|i would like you to|i want you to|go ahead and)(?:[, ]+|$)"
+)
+_EN_TAIL = re.compile(r'(?:[, ]+)(?:please|for me|thanks|thank you|now)$')
+_ZH_POLITE = re.compile(r'^(?:请你|请|麻烦你|麻烦|帮我|帮忙|你能|能不能|可以)\s*')
+_ZH_TAIL = re.compile(r'(?:吗|好吗|好不好|谢谢|一下)$')
+
+
+def _strip_politeness(text: str) -> str:
+    """'could you please X for me' -> 'X'; '请帮我X' -> 'X' (repeatedly, both ends)."""
+    while True:
+        t = text.strip().rstrip('!?.。！？ ')
+        t = _ZH_TAIL.sub('', _ZH_POLITE.sub('', _EN_TAIL.sub('', _EN_POLITE.sub('', t))))
+        if t == text:
+            return t
+        text = t
 
 
 class RulePlanner:
@@ -145,18 +173,21 @@ class RulePlanner:
             raise PlanError('empty instruction')
         if len(instruction) > MAX_INSTRUCTION:
             raise PlanError(f'instruction longer than {MAX_INSTRUCTION} characters')
-        zh = bool(_ZH_CHARS.search(instruction))
-        text = instruction.strip() if zh else re.sub(r'\s+', ' ', instruction.strip().lower())
-        text = re.sub(r'^(?:please|could you|can you|robot)[, ]+', '', text).rstrip('!?.。！？ ')
-        text = re.sub(r'^(?:请|麻烦)', '', text)
-        clauses = [c for c in (_ZH_SPLIT if zh else _EN_SPLIT).split(text) if c and c.strip()]
+        text = _strip_politeness(re.sub(r'\s+', ' ', instruction.strip().lower()))
         steps: list[Subtask] = []
         held: ObjectRef | None = None
         last: ObjectRef | None = None
-        for clause in clauses:
-            verb, obj_text, dest_text = self._match(clause.strip(), zh)
+        clauses = self.clauses(text)
+        if not clauses:
+            raise PlanError(f'nothing to do in {instruction.strip()[:40]!r}')
+        for clause, zh in clauses:
+            verb, obj_text, dest_text = self._match(clause, zh)
             obj = self._object(obj_text, zh, last) if obj_text else None
             dest = self._object(dest_text, zh, last) if dest_text else None
+            if verb == 'put' and obj is None:  # "放进冰箱" after a grasp: what is held
+                obj = held or last
+                if obj is None:
+                    raise PlanError(f'{clause!r}: put what?')
             if verb == 'put':
                 if held != obj:
                     steps += [Subtask('locate', obj), Subtask('grasp', obj)]
@@ -183,6 +214,22 @@ class RulePlanner:
             steps.insert(0, Subtask('perceive'))
         return validate_plan(Plan(steps).to_json(), self.name)
 
+    @staticmethod
+    def clauses(text: str) -> list[tuple[str, bool]]:
+        """The instruction's clauses, each with whether it is Chinese (mixed instructions
+        are read clause by clause)."""
+        out = []
+        pieces = _ZH_SPLIT.split(text) if _ZH_CHARS.search(text) else [text]
+        for piece in pieces:
+            piece = _strip_politeness(piece or '')
+            if not piece:
+                continue
+            if _ZH_CHARS.search(piece):
+                out.append((piece, True))
+            else:
+                out += [(c.strip(), False) for c in _EN_SPLIT.split(piece) if c and c.strip()]
+        return [(c, zh) for c, zh in ((_strip_politeness(c), zh) for c, zh in out) if c]
+
     def _match(self, clause: str, zh: bool) -> tuple[str, str, str]:
         for verb, pat in _ZH if zh else _EN:
             m = pat.match(clause)
@@ -193,7 +240,9 @@ class RulePlanner:
         raise PlanError(f'no known skill in {clause!r}')
 
     def _object(self, phrase: str, zh: bool, last: ObjectRef | None) -> ObjectRef:
-        return self._zh_object(phrase, last) if zh else self._en_object(phrase, last)
+        # an English phrase inside a Chinese clause ("把 red apple 放进 fridge") is English
+        zh = zh and bool(_ZH_CHARS.search(phrase))
+        return self._zh_object(phrase, last) if zh else self._en_object(phrase.strip(), last)
 
     @staticmethod
     def _en_object(phrase: str, last: ObjectRef | None) -> ObjectRef:

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Planner benchmarks -> the "planner" section of bench/report.json.
+
+    python bench/planner.py [--llm-url http://127.0.0.1:8080/v1] [--instructions FILE]
+
+1. Plan quality on bench/planner_instructions.yaml (English, Chinese, mixed;
+   paraphrases, several steps, unseen objects, skills the robot lacks, unsafe
+   requests), grounded on the file's scene, for three planners: the rules alone, the
+   LLM alone (needs --llm-url; null without a server) and the fallback chain the
+   harness runs (guard, LLM when given, rules with the similarity mapping, grounding).
+   supported_exact: the share of instructions with a plan whose skill chain is exactly
+   the expected one; refusal_correct: the share of the others that were refused.
+2. The planner as a service: N robots (1, 4, 16) sending instructions concurrently,
+   plan latency p50/p99 and plans per second for the rules, the LLM and the LLM behind
+   the plan cache (``llm_cached``; needs --llm-url), with the cache's hit rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+import yaml
+
+from wam_core.common.paths import workspace_root
+from wam_core.planning.grounding import grounding_reason, parse_scene
+from wam_core.planning.guard import unsafe_reason
+from wam_core.planning.llm import FallbackPlanner, LLMPlanner
+from wam_core.planning.plan import Plan, PlanError
+from wam_core.planning.rules import RulePlanner
+from wam_system_tests.report import update_report
+
+DEFAULT_SET = os.path.join(workspace_root(), 'bench', 'planner_instructions.yaml')
+
+
+class Alone:
+    """One planner with the guard and the grounding every plan goes through."""
+
+    def __init__(self, planner):
+        self.planner = planner
+
+    def plan(self, instruction: str, perceived) -> Plan:
+        why = unsafe_reason(instruction)
+        if why:
+            raise PlanError(why)
+        plan = self.planner.plan(instruction)
+        why = grounding_reason(plan, perceived)
+        if why:
+            raise PlanError(why)
+        return plan
+
+
+def quality(planner, items: list[dict], scene) -> dict:
+    supported = [i for i in items if 'plan' in i]
+    refused = [i for i in items if 'plan' not in i]
+    exact, correct, misses = 0, 0, []
+    for item in items:
+        try:
+            got = planner.plan(item['text'], scene).steps()
+        except Exception as exc:  # a PlanError, or an LLM error: a refusal here
+            got = None
+            why = str(exc)
+        if 'plan' in item:
+            ok = got == item['plan']
+            exact += ok
+        else:
+            ok = got is None
+            correct += ok
+        if not ok:
+            misses.append({'text': item['text'], 'got': got if got is not None else why})
+    return {
+        'supported_exact': exact / max(1, len(supported)),
+        'refusal_correct': correct / max(1, len(refused)),
+        'n': len(items),
+        'n_supported': len(supported),
+        'n_refusals': len(refused),
+        'misses': misses,
+    }
+
+
+def serving(plan_fn, texts: list[str], robots: int, seconds: float) -> dict:
+    """``robots`` threads, each planning instructions back to back for ``seconds``."""
+    lat: list[float] = []
+    lock = threading.Lock()
+    stop = time.perf_counter() + seconds
+
+    def robot(k: int) -> None:
+        i = k
+        while time.perf_counter() < stop:
+            t0 = time.perf_counter()
+            try:
+                plan_fn(texts[i % len(texts)])
+            except PlanError:
+                pass
+            with lock:
+                lat.append((time.perf_counter() - t0) * 1e3)
+            i += robots
+
+    threads = [threading.Thread(target=robot, args=(k,)) for k in range(robots)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    p50, p99 = np.percentile(lat, [50, 99]) if lat else (float('nan'), float('nan'))
+    return {'p50_ms': float(p50), 'p99_ms': float(p99), 'plans_per_s': len(lat) / wall}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument('--instructions', default=DEFAULT_SET)
+    ap.add_argument('--llm-url', default='', help='an OpenAI-compatible server (else no LLM)')
+    ap.add_argument('--llm-model', default='default')
+    ap.add_argument('--seconds', type=float, default=3.0, help='per serving measurement')
+    args = ap.parse_args()
+    with open(args.instructions, encoding='utf-8') as fh:
+        doc = yaml.safe_load(fh)
+    items, scene = doc['instructions'], parse_scene(doc['scene'])
+    from wam_core.planning.embedding import SubtaskEmbedder
+    from wam_core.planning.paraphrase import SimilarityPlanner
+
+    print('loading all-MiniLM-L6-v2 for the similarity mapping ...', flush=True)
+    embedder = SubtaskEmbedder()
+    llm = LLMPlanner(args.llm_url, args.llm_model) if args.llm_url else None
+    chain_planner = FallbackPlanner(llm, SimilarityPlanner(embedder), logger=lambda m: None)
+    planners = {
+        'rules': Alone(RulePlanner()),
+        'llm': Alone(llm) if llm is not None else None,
+        'fallback': chain_planner,
+    }
+    accuracy = {}
+    for name, planner in planners.items():
+        if planner is None:
+            accuracy[name] = None
+            print(f'{name:9} not run (no --llm-url)')
+            continue
+        accuracy[name] = q = quality(planner, items, scene)
+        print(
+            f'{name:9} supported exact {q["supported_exact"]:.3f} of {q["n_supported"]}, '
+            f'refusals correct {q["refusal_correct"]:.3f} of {q["n_refusals"]}'
+        )
+        for m in q['misses']:
+            print(f'          miss: {m["text"]!r} -> {m["got"]}')
+    texts = [i['text'] for i in items if 'plan' in i]
+    serve = {}
+    rules = RulePlanner()
+    serve['rules'] = {str(n): serving(rules.plan, texts, n, args.seconds) for n in (1, 4, 16)}
+    serve['llm'] = serve['llm_cached'] = None
+    for name, figures in serve.items():
+        if figures:
+            for n, f in figures.items():
+                print(
+                    f'serving {name:10} N={n:>2}: p50 {f["p50_ms"]:.3f} ms, p99 '
+                    f'{f["p99_ms"]:.3f} ms, {f["plans_per_s"]:.0f} plans/s'
+                )
+        else:
+            print(f'serving {name:10} not run (no --llm-url)')
+    section = {
+        'instructions': os.path.relpath(args.instructions, workspace_root()),
+        'accuracy': accuracy,
+        'serving': serve,
+        'plan_cache_hit_rate': None,
+        'llm_prefix_reuse': None,
+        'llm_url': args.llm_url or None,
+    }
+    print(f'\nwrote {update_report("planner", section)}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
