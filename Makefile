@@ -7,8 +7,8 @@ DEMO_ARGS ?=
 setup:
 	@bash scripts/setup.sh
 
-demo: setup                       ## the hot path on the synthetic robot, one process
-	@$(ENV) && python -m robot_agent.stack $(DEMO_ARGS)
+demo: setup                       ## the whole task on the simulated robot, one process (PLANNER=llm: with the local LLM server)
+	@$(if $(filter llm,$(PLANNER)),bash scripts/setup_llm.sh && )$(ENV) && python -m robot_agent.stack $(if $(PLANNER),--planner $(PLANNER)) $(DEMO_ARGS)
 
 demo-multi: setup                 ## the same with one process per expert and the shm cache
 	@$(ENV) && python -m robot_agent.stack --mode multi $(DEMO_ARGS)

@@ -65,7 +65,8 @@ if [ ! -f "$STAMPS/cmake-fix" ]; then
 fi
 
 src_hash=$(find src -type f \( -name '*.py' -o -name '*.xml' -o -name '*.msg' -o -name '*.action' \
-              -o -name '*.srv' -o -name 'CMakeLists.txt' -o -name 'setup.cfg' -o -name '*.yaml' \) \
+              -o -name '*.srv' -o -name 'CMakeLists.txt' -o -name 'setup.cfg' -o -name '*.yaml' \
+              -o -name '*.urdf' \) \
               -not -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 if [ "$(cat "$STAMPS/build" 2>/dev/null)" != "$src_hash" ] || [ ! -f install/setup.bash ]; then
   say "colcon build"

@@ -49,6 +49,7 @@ from wam_interfaces.msg import ActionExpertStatus, ActiveSubtask, Representation
 from wam_util import convert, qos
 from wam_util.diagnostics import NodeDiagnostics
 from wam_util.executors import run_node
+from wam_util.metrics import NodeMetrics
 from wam_util.params import NodeParams
 from wam_util.status import TypedStatus
 
@@ -58,6 +59,7 @@ class ActionExpertNode(LifecycleNode):
         super().__init__(name, **kwargs)
         self.params = NodeParams(self, ActionExpertParams)
         self.cfg: ActionExpertParams | None = None
+        self.metrics: NodeMetrics | None = None
         self._shared_cache = cache
         self._remote = False
         # the robot this expert drives: it reads only that robot's representations
@@ -161,6 +163,17 @@ class ActionExpertNode(LifecycleNode):
             ),
         ]
         self.subtask_text = '(none: default conditioning)'
+        self.metrics = NodeMetrics(self, cfg.metrics_port)
+        for stage, window in (
+            ('tick', self.timer_stats.stages['tick']),
+            ('period', self.period),
+            ('fetch', self.fetch),
+            ('representation_age', self.repr_age),
+            ('observation_to_action', self.obs_to_action),
+        ):
+            self.metrics.latency(stage, window)
+        self.metrics.status('action_expert', self.status)
+        self.metrics.start()
         self.get_logger().info(
             f'action expert {manifest.name} version {manifest.version} loaded from {model_dir}; '
             f'accepts world version {self.world_version}, chunk {spec.horizon}'
@@ -220,6 +233,8 @@ class ActionExpertNode(LifecycleNode):
     def release(self) -> None:
         self.ready = False
         self._stop_clock()
+        if self.metrics is not None:
+            self.metrics.stop()
         if self._diag_timer is not None:
             self.destroy_timer(self._diag_timer)
         self._diag_timer = None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+import uuid
 from collections.abc import Callable
 
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
@@ -30,7 +31,9 @@ from wam_core.planning.embedding import SubtaskEmbedder
 from wam_core.planning.llm import CircuitBreaker, FallbackPlanner, LLMPlanner
 from wam_core.planning.paraphrase import SimilarityPlanner
 from wam_core.planning.plan import MAX_INSTRUCTION, ObjectRef, PlanError
+from wam_core.planning.plan_cache import PlanCache
 from wam_core.planning.rules import RulePlanner
+from wam_core.serving.latency import LatencyWindow
 from wam_interfaces.action import ExecuteTask
 from wam_interfaces.msg import ActiveSubtask, PerceivedObjects, TaskManagerStatus
 from wam_interfaces.msg import Subtask as SubtaskMsg
@@ -90,7 +93,10 @@ class TaskManager:
         self.embedder = SubtaskEmbedder(redis_url=cfg.embedding.redis_url)
         # rules first; words they do not know mapped onto their vocabulary by meaning
         rules = SimilarityPlanner(self.embedder, p.similarity_threshold, RulePlanner())
-        self.planner = FallbackPlanner(llm, rules, logger=lambda m: node.get_logger().warning(m))
+        self.plan_cache = PlanCache(self.embedder) if p.plan_cache and llm else None
+        self.planner = FallbackPlanner(
+            llm, rules, logger=lambda m: node.get_logger().warning(m), cache=self.plan_cache
+        )
         # what the robot perceives (the agent's PERCEIVE step): plans are grounded on it
         self.perceived: list[ObjectRef] | None = None
         node.create_subscription(
@@ -103,6 +109,8 @@ class TaskManager:
         self.subtask_s = cfg.task.subtask_duration_s
         self._worker = _Worker(PLANNING_THREAD)
         self.task_state = 'idle'
+        self.goal_id = ''  # the latest task's ExecuteTask goal id (hex)
+        self.plan_ms = LatencyWindow()  # instruction -> plan (or refusal), ms
         self.active = None
         self.tasks = {'succeeded': 0, 'failed': 0, 'canceled': 0}
         self.rejected_inputs: dict[str, int] = {}
@@ -185,6 +193,13 @@ class TaskManager:
         self._busy = True
         result = ExecuteTask.Result()
         fb = ExecuteTask.Feedback()
+        # the ExecuteTask goal id (a fresh one for /instruction) on every log line, the
+        # active subtask and the status, so one task can be followed end to end
+        goal_id = (
+            bytes(goal_handle.goal_id.uuid).hex() if goal_handle is not None else uuid.uuid4().hex
+        )
+        self.goal_id = goal_id
+        tag = f'[goal {goal_id[:8]}]'
         try:
             self.task_state = fb.state = 'planning'
             if goal_handle is not None:
@@ -192,15 +207,14 @@ class TaskManager:
             try:
                 plan, conditioning = await self._off_thread(self._plan_and_embed, instruction)
             except PlanError as exc:
-                self.node.get_logger().error(f'task failed: {exc}')
+                self.node.get_logger().error(f'{tag} task failed: {exc}')
                 return self._finish(goal_handle, result, False, str(exc), 'failed')
             fb.plan = result.plan = [self._subtask_msg(s) for s in plan.subtasks]
             fb.planner = plan.source
             self.node.get_logger().info(
-                f'plan ({plan.source}) for {instruction[:80]!r}: '
+                f'{tag} plan ({plan.source}) for {instruction[:80]!r}: '
                 + '; '.join(s.text() for s in plan.subtasks)
             )
-            goal_id = str(id(goal_handle))
             for i, (sub, (vec, weights)) in enumerate(
                 zip(plan.subtasks, conditioning, strict=True)
             ):
@@ -232,7 +246,11 @@ class TaskManager:
     def _plan_and_embed(self, instruction: str):
         """On the worker thread: the plan and each subtask's embedding and intent weights
         (embedded once per subtask, before the first one conditions the robot)."""
-        plan = self.planner.plan(instruction, self.perceived)
+        t0 = time.perf_counter()
+        try:
+            plan = self.planner.plan(instruction, self.perceived)
+        finally:  # a refusal is an answer too
+            self.plan_ms.add((time.perf_counter() - t0) * 1e3)
         conditioning = []
         for sub in plan.subtasks:
             vec = self.embedder.embed(sub.text())
@@ -255,6 +273,7 @@ class TaskManager:
     def _finish(self, goal_handle, result, success: bool, reason: str, state: str):
         result.success, result.reason = success, reason
         self.task_state = state
+        self.node.get_logger().info(f'[goal {self.goal_id[:8]}] task {state}: {reason}')
         self.tasks[state] = self.tasks.get(state, 0) + 1
         if goal_handle is not None:
             if state == 'canceled':
@@ -296,7 +315,10 @@ class TaskManager:
             tasks_canceled=self.tasks['canceled'],
             plans=convert.reason_counts(self.planner.plans),
             llm_fallbacks=convert.reason_counts(self.planner.fallbacks),
+            goal_id=self.goal_id,
             plans_refused=convert.reason_counts(self.planner.refusals),
+            plan_cache_hits=self.plan_cache.hits if self.plan_cache else 0,
+            plan_cache_misses=self.plan_cache.misses if self.plan_cache else 0,
             perceived=[o.text() for o in self.perceived or ()],
             embedding_cache_hits=self.embedder.hits,
             embedding_model_calls=self.embedder.model_calls,

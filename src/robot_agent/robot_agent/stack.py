@@ -526,6 +526,13 @@ def main(argv=None) -> int:
         help='the MuJoCo tabletop (default) or the synthetic camera/joint-state source',
     )
     ap.add_argument('--seed', type=int, default=0, help='simulated episode seed')
+    ap.add_argument(
+        '--planner',
+        choices=['config', 'rules', 'llm'],
+        default='config',
+        help='llm: start the local llama.cpp server (scripts/setup_llm.sh installs it) and '
+        "plan with it, the rules as fallback; rules: no LLM; config: config/wam.yaml's",
+    )
     ap.add_argument('--json', help='write the final figures here')
     ap.add_argument('--gif', help='write the camera view as an animated GIF (sim robot)')
     ap.add_argument('--histogram', help='write a tick-latency histogram PNG (single-process mode)')
@@ -545,7 +552,25 @@ def main(argv=None) -> int:
         line = status_line(stack)
         print(('\r' + line) if tty else line, end='' if tty else '\n', flush=True)
 
-    extra = override('robot_agent', 'instruction', args.instruction) + ros
+    extra = override('robot_agent', 'instruction', args.instruction)
+    llm_server = None
+    if args.planner == 'rules':
+        extra += override('harness', 'planner.use_llm', False)
+    elif args.planner == 'llm':
+        from wam_core.planning.llm_server import MODEL_ALIAS, LlamaServer, LLMServerError
+
+        print('starting the local LLM server (llama.cpp, Gemma-3-270M) ...', flush=True)
+        try:
+            llm_server = LlamaServer().start().wait_ready(180)
+        except LLMServerError as exc:
+            ap.exit(2, f'error: {exc}\n')
+        print(f'LLM server ready at {llm_server.url}', flush=True)
+        extra += override('harness', 'planner.use_llm', True)
+        extra += override('harness', 'planner.llm_url', llm_server.url)
+        extra += override('harness', 'planner.llm_model', MODEL_ALIAS)
+        extra += override('harness', 'planner.schema_mode', 'json_object')
+        extra += override('harness', 'planner.timeout_s', 60.0)  # a 270M model on 2 cores
+    extra += ros
     stack = Stack(
         args.mode,
         args.config,
@@ -581,6 +606,8 @@ def main(argv=None) -> int:
         pass
     finally:
         stack.shutdown()
+        if llm_server is not None:
+            llm_server.stop()
     return 0
 
 

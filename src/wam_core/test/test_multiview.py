@@ -24,22 +24,31 @@ def test_views_within_the_tolerance_form_one_observation():
     assert sync.put('front', 100 * MS, 'f1') is None
     assert sync.put('wrist', 108 * MS, 'w1') == {'front': 'f1', 'wrist': 'w1'}
     assert sync.observations == 1
-    # too far apart: no observation; the front frame replaced before a partner came
-    # counts the wrist view missing
+    # too far apart: no observation; once a partner pairs a newer frame, the older
+    # unpaired one is a lost observation, counted against the view it waited for
     assert sync.put('front', 200 * MS, 'f2') is None
     assert sync.put('wrist', 240 * MS, 'w2') is None
     assert sync.put('front', 300 * MS, 'f3') is None
-    assert sync.missing == {'front': 0, 'wrist': 1}
     assert sync.put('wrist', 301 * MS, 'w3') == {'front': 'f3', 'wrist': 'w3'}
+    assert sync.missing == {'front': 1, 'wrist': 1}  # f2 lacked a wrist, w2 a front
     with pytest.raises(KeyError):
         sync.put('left', 0, 'x')
 
 
-def test_a_stalled_view_is_counted_by_name():
+def test_a_camera_a_frame_late_still_pairs():
     sync = ViewSync(['front', 'wrist'], 15 * MS)
+    assert sync.put('front', 0, 'f0') is None
+    assert sync.put('front', 33 * MS, 'f1') is None
+    assert sync.put('wrist', 1 * MS, 'w0') == {'front': 'f0', 'wrist': 'w0'}  # late, paired
+    assert sync.put('wrist', 34 * MS, 'w1') == {'front': 'f1', 'wrist': 'w1'}
+    assert sync.missing == {'front': 0, 'wrist': 0} and sync.observations == 2
+
+
+def test_a_stalled_view_is_counted_by_name():
+    sync = ViewSync(['front', 'wrist'], 15 * MS, depth=4)
     for k in range(10):
         assert sync.put('front', k * 33 * MS, k) is None
-    assert sync.missing['wrist'] == 9 and sync.observations == 0
+    assert sync.missing['wrist'] == 6 and sync.observations == 0  # 10 frames, 4 still held
 
 
 @pytest.fixture(scope='module')
@@ -60,8 +69,9 @@ def test_a_two_view_pair_fits_and_encodes_both_views_in_one_forward(two_view):
     assert world.spec.view_names == ('front', 'wrist') and world.spec.shape == (130, 192)
     rng = np.random.default_rng(0)
     a, b = (rng.integers(0, 256, (128, 128, 3), dtype=np.uint8) for _ in range(2))
+    f0 = world.forwards
     rep = world.encode(Observation({'front': a, 'wrist': b}))
-    assert rep.shape == (130, 192) and world.forwards == 1
+    assert rep.shape == (130, 192) and world.forwards == f0 + 1
     # each half is that view alone
     assert np.allclose(rep[:65], world.encode(Observation({'front': a, 'wrist': a}))[:65])
     scene = action.prepare(torch.from_numpy(rep)[None])

@@ -148,3 +148,29 @@ def test_oversized_instruction_is_not_sent(server):
     with pytest.raises(LLMError, match='bad_instruction'):
         _planner(server.url).plan('x' * 10_000)
     assert server.requests == []
+
+
+@pytest.fixture(scope='module')
+def embedder():
+    from wam_core.planning.embedding import SubtaskEmbedder
+
+    return SubtaskEmbedder()
+
+
+def test_the_plan_cache_reuses_a_validated_plan_for_a_near_identical_instruction(server, embedder):
+    from wam_core.planning.grounding import parse_scene
+    from wam_core.planning.plan_cache import PlanCache
+
+    cache = PlanCache(embedder)
+    fb = FallbackPlanner(_planner(server.url), RulePlanner(), logger=lambda m: None, cache=cache)
+    scene = parse_scene(['blue cube', 'fridge'])
+    assert fb.plan('pick up the blue cube', scene).source == 'llm'
+    again = fb.plan('Pick up the blue cube.', scene)  # near-identical: no LLM call
+    assert again.source == 'llm_cached' and len(server.requests) == 1
+    assert fb.plans == {'llm': 1, 'llm_cached': 1} and cache.hits == 1
+    # another task, or the same under another model version, is not a hit
+    assert cache.get('pick up the green cube', 'default') is None
+    assert cache.get('pick up the blue cube', 'another-model') is None
+    # a cached plan is still grounded: the cube is gone from view -> no reuse, refused
+    with pytest.raises(PlanError, match='no blue cube in view'):
+        fb.plan('pick up the blue cube', parse_scene(['fridge']))

@@ -91,7 +91,14 @@ def test_requests_to_tamper_with_safety_are_refused_before_any_planner(instructi
 
 
 def test_ordinary_instructions_are_not_taken_for_unsafe_ones():
-    for text in ('put the red apple in the fridge', 'close the fridge', 'release the cube'):
+    for text in (
+        'put the red apple in the fridge',
+        'close the fridge',
+        'release the cube',
+        'set the red apple next to the monitor',
+        'remove the cube from the gate',
+        'lift the red apple',
+    ):
         assert unsafe_reason(text) is None
 
 

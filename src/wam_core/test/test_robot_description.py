@@ -79,3 +79,16 @@ def test_a_missing_description_file_is_a_config_error():
 
 def test_contract_error_is_a_value_error():  # the nodes' configure catches ValueError
     assert issubclass(ContractError, ValueError)
+
+
+def test_a_fixed_flange_on_the_way_to_the_tcp_adds_its_offset(tmp_path):
+    urdf = _variant(
+        tmp_path,
+        '<parent link="link6"/><child link="tcp"/>\n    <origin xyz="0.09 0 0" rpy="0 0 0"/>',
+        '<parent link="flange"/><child link="tcp"/>\n    <origin xyz="0.09 0 0" rpy="0 0 0"/>'
+        '\n  </joint>\n  <link name="flange"/>\n  <joint name="flange_joint" type="fixed">'
+        '\n    <parent link="link6"/><child link="flange"/><origin xyz="0.01 0 0"/>',
+    )
+    arm = load_robot_description(urdf)
+    assert arm.tcp_offset == pytest.approx((0.1, 0.0, 0.0))
+    assert [j.name for j in arm.chain] == [f'arm_joint_{i}' for i in range(1, 7)]

@@ -44,16 +44,16 @@ def test_two_views_are_served_as_one_observation_and_a_stalled_view_holds(two_vi
         assert abs(e.forwards - e.calls) <= 1 and e.calls > 30  # (live counters: +-1)
         c0 = stack.monitor.chunks
         stack.spin_for(2.0)
-        # >= 25 Hz of new chunks: one process renders both cameras, encodes both views and
+        # >= 20 Hz of new chunks: one process renders both cameras, encodes both views and
         # ticks, so a representation is often just past its 50 ms TTL (the last chunk
         # runs open loop then); ~32 Hz measured here against ~44 Hz with one view
-        assert stack.monitor.chunks - c0 >= 50, (stack.action.ticker.degraded, stack.monitor.holds)
+        assert stack.monitor.chunks - c0 >= 40, (stack.action.ticker.degraded, stack.monitor.holds)
         # the wrist camera stops: no complete observation, the representation ages past
         # its TTL and the action expert holds; the world expert names the missing view
         held = stack.action.stream.outcomes['held']
         stack.robot.paused_cameras.add('wrist')
         stack.spin_for(2.0)
-        assert stack.action.stream.outcomes['held'] >= held + 40
+        assert stack.action.stream.outcomes['held'] >= held + 30
         assert stack.action.ticker.degraded.get('stale', 0) > 0
         rejected = {r.reason: r.count for r in stack.monitor.world.rejected}
         assert rejected.get('view_missing:wrist', 0) >= 30, rejected

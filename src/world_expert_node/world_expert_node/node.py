@@ -42,6 +42,7 @@ from wam_interfaces.msg import RepresentationDescriptor, RobotEncoding, WorldExp
 from wam_util import convert, qos
 from wam_util.diagnostics import NodeDiagnostics
 from wam_util.executors import run_node
+from wam_util.metrics import NodeMetrics
 from wam_util.params import NodeParams
 from wam_util.status import TypedStatus
 
@@ -65,6 +66,7 @@ class WorldExpertNode(LifecycleNode):
         self.encoders: dict[str, FrameEncoder] = {}
         self.fleet_encoder: FleetEncoder | None = None
         self.expert = None
+        self.metrics: NodeMetrics | None = None
         self._subs = []
         self._pubs: dict[str, object] = {}
         self._diag_timer = None
@@ -131,6 +133,7 @@ class WorldExpertNode(LifecycleNode):
                 for r, c in self.caches.items()
             }
             self.views = self.expert.spec.view_names
+            self._syncs = {}
             if len(self.views) > 1:
                 tol = int(cfg.view_tolerance_ms * 1e6)
                 self._syncs = {r: ViewSync(self.views, tol) for r in self.robots}
@@ -152,6 +155,11 @@ class WorldExpertNode(LifecycleNode):
             )
             for r in self.robots
         }
+        self.metrics = NodeMetrics(self, cfg.metrics_port)
+        for stage in ('encode', 'validate', 'cache_write'):  # per observation
+            self.metrics.latency(stage, timer.stages[stage])
+        self.metrics.status('world_expert', self.status)
+        self.metrics.start()
         served = ', '.join(r or '(this namespace)' for r in self.robots)
         self.get_logger().info(
             f'world expert {self.expert.name} version {self.expert.version} '
@@ -226,6 +234,8 @@ class WorldExpertNode(LifecycleNode):
     def release(self) -> None:
         self.ready = False
         self._stop_worker()
+        if self.metrics is not None:
+            self.metrics.stop()
         if self._diag_timer is not None:
             self.destroy_timer(self._diag_timer)
             self._diag_timer = None

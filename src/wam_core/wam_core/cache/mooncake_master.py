@@ -24,7 +24,7 @@ import time
 import urllib.error
 import urllib.request
 
-from ..common.process import die_with_parent
+from ..common.process import die_with_parent, terminate
 from .protocol import CacheError
 
 
@@ -151,12 +151,7 @@ class MooncakeMaster:
             return
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGCONT)  # a paused master cannot exit
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)
         self.proc = None
 
 

@@ -200,6 +200,12 @@ class WorldExpertParams:
     expected_camera_hz: float = param(
         30.0, 'camera rate, Hz; the status warns below half of it', min=0.1, max=10000.0
     )
+    metrics_port: int = param(
+        0,
+        'serve Prometheus metrics (latency histograms, the typed status) on this TCP port; 0: off',
+        min=0,
+        max=65535,
+    )
     autostart: bool = param(
         True,
         'configure and activate on start (false when a launch file or a lifecycle '
@@ -323,6 +329,12 @@ class ActionExpertParams:
     expected_representation_hz: float = param(
         30.0, 'representation rate, Hz; the status warns below half of it', min=0.1, max=10000.0
     )
+    metrics_port: int = param(
+        0,
+        'serve Prometheus metrics (latency histograms, the typed status) on this TCP port; 0: off',
+        min=0,
+        max=65535,
+    )
     autostart: bool = param(
         True,
         'configure and activate on start (false when a launch file or a lifecycle '
@@ -400,6 +412,11 @@ class PlannerConfig:
         min=0.0,
         max=86400.0,
     )
+    plan_cache: bool = param(
+        True,
+        'reuse a validated LLM plan for the same or a near-identical instruction (embedding '
+        'similarity >= 0.97, same model)',
+    )
     similarity_threshold: float = param(
         0.6,
         'a word the rules do not know is read as the nearest vocabulary word when their '
@@ -436,6 +453,12 @@ class HarnessParams:
     planner: PlannerConfig = section(PlannerConfig)
     task: TaskConfig = section(TaskConfig)
     embedding: EmbeddingConfig = section(EmbeddingConfig)
+    metrics_port: int = param(
+        0,
+        'serve Prometheus metrics (latency histograms, the typed status) on this TCP port; 0: off',
+        min=0,
+        max=65535,
+    )
 
     def validate(self) -> None:
         for name, limit in self.joint_limits.items():

@@ -151,7 +151,8 @@ def load_robot_description(urdf_path: str, limits_path: str | None = None) -> Ro
     try:
         with open(urdf_path, encoding='utf-8') as fh:
             text = fh.read()
-        robot = URDF.from_xml_string(text)
+        robot = URDF.from_xml_string(text.encode())  # bytes: lxml refuses a str with an
+        # encoding declaration
     except Exception as exc:  # OSError, lxml's syntax errors, the parser's own assertions
         raise ConfigError(f'cannot read the URDF {urdf_path!r}: {exc}') from None
     accel: dict[str, float] = {}
@@ -171,7 +172,10 @@ def load_robot_description(urdf_path: str, limits_path: str | None = None) -> Ro
         if origin is not None and any(abs(r) > 1e-12 for r in (origin.rpy or [0, 0, 0])):
             raise ConfigError(f'{where}: rotated origins (rpy) are not supported yet')
         xyz = tuple(float(v) for v in (origin.xyz if origin is not None else (0, 0, 0)))
-        axis = _axis_name(j.axis, where) if j.type in ('revolute', 'prismatic') else ''
+        moving = j.type in ('revolute', 'prismatic', 'continuous')
+        axis = (
+            _axis_name(j.axis if j.axis is not None else (1.0, 0.0, 0.0), where) if moving else ''
+        )
         origins[j.name] = (xyz, axis)
         if j.type not in ('revolute', 'prismatic'):
             continue
@@ -190,25 +194,32 @@ def load_robot_description(urdf_path: str, limits_path: str | None = None) -> Ro
             float(j.limit.effort or 0.0),
             accel.get(j.name, 10.0),
         )
-    # the arm: revolute joints from the root link along the serial path to the TCP
+    # the arm: the serial path from the root link to the TCP; revolute joints make the
+    # chain, fixed ones (a flange, tool0) add their offset to what follows them
     parent_of = {j.child: j for j in robot.joints}
-    chain, link = [], 'tcp'
     tcp = parent_of.get('tcp')
     if tcp is None or tcp.type != 'fixed':
         raise ConfigError(f'{urdf_path}: no fixed joint to a link named "tcp"')
-    tcp_offset = origins[tcp.name][0]
-    link = tcp.parent
+    path, link = [], 'tcp'
     while link in parent_of:
-        j = parent_of[link]
-        if j.type != 'revolute':
+        path.append(parent_of[link])
+        link = parent_of[link].parent
+    chain, pending = [], (0.0, 0.0, 0.0)
+    for j in reversed(path):
+        offset = tuple(a + b for a, b in zip(pending, origins[j.name][0], strict=True))
+        if j.type == 'fixed':
+            pending = offset
+        elif j.type == 'revolute':
+            chain.append(ChainJoint(j.name, offset, origins[j.name][1]))
+            pending = (0.0, 0.0, 0.0)
+        else:
             raise ConfigError(f'{urdf_path}: the path to the TCP has a {j.type} joint {j.name!r}')
-        chain.append(ChainJoint(j.name, *origins[j.name]))
-        link = j.parent
+    tcp_offset = pending
     return RobotDescription(
         joint_names=tuple(names),
         limits=limits,
         prismatic=frozenset(prismatic),
-        chain=tuple(reversed(chain)),
+        chain=tuple(chain),
         tcp_offset=tcp_offset,
         origins=origins,
         mimics=mimics,

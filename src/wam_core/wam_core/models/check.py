@@ -21,8 +21,9 @@ Loads the pair through the registry (as the nodes do) and checks, in order:
   configured budgets: encode p99 over the world expert's ``timeout_ms`` and prepare +
   decode p99 over the action expert's ``timeout_ms`` fail.
 
-It prints one row per check and exits 1 if any failed (the reason is in the row), 2 if
-the pair cannot even be loaded. :func:`run_checks` is the same for a pair already in
+It prints one row per check and exits 1 if any failed (the reason is in the row: a
+pair that cannot be loaded fails ``manifest`` or ``contract``), 2 if the parameter file
+cannot be read. :func:`run_checks` is the same for a pair already in
 memory, so a test can feed it a deliberately broken expert.
 """
 
@@ -70,6 +71,7 @@ class Budgets:
     tick_ms: float = 15.0  # prepare + decode
     world_precision: str = 'fp32'  # as the nodes are configured to load them
     action_precision: str = 'fp32'
+    robot: object = None  # the RobotDescription (URDF) the action expert serves
 
 
 def budgets_from_config(path: str) -> Budgets:
@@ -85,6 +87,7 @@ def budgets_from_config(path: str) -> Budgets:
         action.timeout_ms,
         world.precision,
         action.precision,
+        action.robot.description(),
     )
 
 
@@ -330,7 +333,9 @@ def check_dirs(world_dir: str, action_dir: str, config: str | None = None) -> li
     checks = [Check('manifest', True, 'every file matches its sha256')]
     try:
         world = load_world_expert(world_dir, resolve_precision(budgets.world_precision))
-        action = load_action_expert(action_dir, resolve_precision(budgets.action_precision))
+        action = load_action_expert(
+            action_dir, resolve_precision(budgets.action_precision), robot=budgets.robot
+        )
     except (ManifestError, ContractError) as exc:
         return checks + [Check('contract', False, reason=str(exc))]
     return checks + run_checks(world, action, budgets)

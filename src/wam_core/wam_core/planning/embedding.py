@@ -10,6 +10,7 @@ Intent weights are cosine similarities to one prototype sentence per skill.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections import OrderedDict
 
@@ -54,6 +55,7 @@ class SubtaskEmbedder:
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.model = AutoModel.from_pretrained(path).eval()
         self.cache_size = cache_size
+        self._lock = threading.RLock()
         self._lru: OrderedDict[str, np.ndarray] = OrderedDict()
         self.hits = self.misses = self.model_calls = 0
         self.last_ms = 0.0
@@ -68,6 +70,12 @@ class SubtaskEmbedder:
 
     @torch.inference_mode()
     def _compute(self, text: str) -> np.ndarray:
+        # one at a time: HF fast tokenizers refuse concurrent use ("Already borrowed"),
+        # and the planner may serve several robots' threads
+        with self._lock:
+            return self._compute_locked(text)
+
+    def _compute_locked(self, text: str) -> np.ndarray:
         batch = self.tokenizer(
             [text], padding=True, truncation=True, max_length=128, return_tensors='pt'
         )
@@ -81,9 +89,10 @@ class SubtaskEmbedder:
     def vector(self, text: str) -> np.ndarray:
         """The embedding of any text (a word to map, a vocabulary entry), outside the
         subtask cache and its counters."""
-        calls = self.model_calls
-        vec = self._compute(text)
-        self.model_calls = calls
+        with self._lock:
+            calls = self.model_calls
+            vec = self._compute(text)
+            self.model_calls = calls
         return vec
 
     def embed(self, text: str) -> np.ndarray:

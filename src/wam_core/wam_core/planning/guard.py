@@ -11,13 +11,19 @@ from __future__ import annotations
 
 import re
 
-# verb of tampering ... object of the safety system, within one sentence
-_EN = re.compile(
+# tampering verbs + anything of the safety system, within one sentence
+_TAMPER = re.compile(
     r'\b(?:ignore|ignoring|disable|disabling|override|overriding|bypass|bypassing|'
-    r'turn(?:ing)? off|switch(?:ing)? off|deactivate|skip|remove|raise|increase|'
-    r'set|change|exceed|forget|disregard)\b'
+    r'turn(?:ing)? off|switch(?:ing)? off|deactivate|disregard|forget)\b'
     r'[^.!?;]{0,40}?\b(?:safety|limits?|stop|e-?stop|emergency|gate|clamp(?:ing)?|'
     r'monitor|watchdog|instructions?|rules?)\b',
+    re.IGNORECASE,
+)
+# adjusting verbs + only what is unambiguously a limit or the stop ("set the cup next
+# to the monitor" is a task, "set the velocity limit to 10" is not)
+_ADJUST = re.compile(
+    r'\b(?:set|change|raise|increase|exceed|remove|lift|relax|double)\b'
+    r'[^.!?;]{0,40}?\b(?:limits?|safety|e-?stop|emergency stop|watchdog|clamping gate)\b',
     re.IGNORECASE,
 )
 _ZH = re.compile(
@@ -28,7 +34,7 @@ _ZH = re.compile(
 
 def unsafe_reason(instruction: str) -> str | None:
     """Why the instruction must not be planned (it tampers with safety), or None."""
-    m = _EN.search(instruction) or _ZH.search(instruction)
+    m = _TAMPER.search(instruction) or _ADJUST.search(instruction) or _ZH.search(instruction)
     if m is None:
         return None
     return (

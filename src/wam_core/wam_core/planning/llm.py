@@ -205,10 +205,17 @@ class FallbackPlanner:
     grounding check against what the robot perceives. Counts plans by planner, LLM
     fallbacks by reason and refusals by kind (unsafe, not_in_view, no_plan)."""
 
-    def __init__(self, llm: LLMPlanner | None, rules, logger: Callable[[str], None] = print):
+    def __init__(
+        self,
+        llm: LLMPlanner | None,
+        rules,
+        logger: Callable[[str], None] = print,
+        cache=None,
+    ):
         self.llm = llm
         self.rules = rules
         self.logger = logger
+        self.cache = cache  # a PlanCache: validated LLM plans reused for the same request
         self.fallbacks: dict[str, int] = {}
         self.plans: dict[str, int] = {}
         self.refusals: dict[str, int] = {}
@@ -223,6 +230,15 @@ class FallbackPlanner:
         unsafe = unsafe_reason(instruction) if isinstance(instruction, str) else None
         if unsafe:
             raise self._refuse('unsafe', unsafe)
+        if self.llm is not None and self.cache is not None:
+            cached = self.cache.get(instruction, self.llm.model)
+            usable = cached is not None and (
+                perceived is None or not grounding_reason(cached, perceived)
+            )
+            self.cache.count(usable)
+            if usable:
+                self.plans['llm_cached'] = self.plans.get('llm_cached', 0) + 1
+                return Plan(cached.subtasks, 'llm_cached')
         if self.llm is not None:
             try:
                 plan = self.llm.plan(instruction)
@@ -234,6 +250,8 @@ class FallbackPlanner:
                 if perceived is not None and grounding_reason(plan, perceived):
                     raise LLMError('not_in_view', grounding_reason(plan, perceived))
                 self.plans['llm'] = self.plans.get('llm', 0) + 1
+                if self.cache is not None:
+                    self.cache.put(instruction, self.llm.model, plan)
                 return plan
             except LLMError as exc:
                 self.fallbacks[exc.reason] = self.fallbacks.get(exc.reason, 0) + 1

@@ -14,8 +14,11 @@ class LatencyWindow:
         self._i = 0
         self.total = 0  # samples ever added
         self.max_ever = 0.0
+        self.observers: list = []  # callables fed every sample (a metrics histogram)
 
     def add(self, value_ms: float) -> None:
+        for observe in self.observers:
+            observe(value_ms)
         self._buf[self._i] = value_ms
         self._i = (self._i + 1) % self._buf.size
         self._n = min(self._n + 1, self._buf.size)

@@ -1,45 +1,63 @@
 """One observation from several cameras: the views whose stamps lie within a tolerance.
 
-As message_filters' approximate-time policy, but for the newest frames only (a serving
-loop never wants an old set): each view keeps its latest frame; when a frame arrives
-and every view has one within ``tolerance`` of it, they form one observation and are
-used up. A frame that is replaced before its partners arrived is an observation lost;
-the views it waited for are counted as missing (``missing[view]``), so a camera that
-stalls shows up by name while the representation ages and the action expert holds.
+As message_filters' approximate-time policy, for the newest frames: each view keeps its
+last few frames (``depth``); when a frame arrives, the newest frame of each other view
+within ``tolerance`` of it completes an observation, which is emitted and uses up every
+frame up to it (a serving loop never wants an older set). A camera that runs a frame
+late still pairs; a frame that leaves its ring unpaired is an observation lost, and the
+views it waited for are counted as missing (``missing[view]``), so a camera that stalls
+shows up by name while the representation ages and the action expert holds.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 
 
 class ViewSync:
-    def __init__(self, views: Sequence[str], tolerance_ns: int):
+    def __init__(self, views: Sequence[str], tolerance_ns: int, depth: int = 4):
         if not views or len(set(views)) != len(views):
             raise ValueError(f'view names must be unique and non-empty: {list(views)}')
         self.views = tuple(views)
         self.tolerance_ns = int(tolerance_ns)
-        self._latest: dict[str, tuple[int, object]] = {}  # view -> (stamp_ns, frame)
+        self._rings: dict[str, deque] = {v: deque() for v in self.views}  # (stamp, frame)
+        self.depth = depth
         self.missing = dict.fromkeys(self.views, 0)  # observations lost waiting for a view
         self.observations = 0
 
+    def _partner(self, view: str, stamp_ns: int):
+        """The newest frame of ``view`` within the tolerance of ``stamp_ns``, or None."""
+        for s, frame in reversed(self._rings[view]):
+            if abs(s - stamp_ns) <= self.tolerance_ns:
+                return s, frame
+        return None
+
+    def _lost(self, view: str, stamp_ns: int) -> None:
+        for v in self.views:
+            if v != view and self._partner(v, stamp_ns) is None:
+                self.missing[v] += 1
+
     def put(self, view: str, stamp_ns: int, frame) -> dict[str, object] | None:
         """A view's frame -> {view: frame} when it completes an observation, else None."""
-        if view not in self.missing:
+        if view not in self._rings:
             raise KeyError(f'unknown view {view!r} (views: {self.views})')
-        if view in self._latest:  # replaced before its partners came: that set is lost
-            old = self._latest[view][0]
-            for v in self.views:
-                partner = self._latest.get(v)
-                if v != view and (partner is None or abs(partner[0] - old) > self.tolerance_ns):
-                    self.missing[v] += 1
-        self._latest[view] = (stamp_ns, frame)
-        matched = {}
+        ring = self._rings[view]
+        ring.append((stamp_ns, frame))
+        if len(ring) > self.depth:  # the oldest leaves unpaired: that observation is lost
+            self._lost(view, ring.popleft()[0])
+        matched = {view: (stamp_ns, frame)}
         for v in self.views:
-            got = self._latest.get(v)
-            if got is None or abs(got[0] - stamp_ns) > self.tolerance_ns:
-                return None
-            matched[v] = got[1]
-        self._latest.clear()
+            if v != view:
+                got = self._partner(v, stamp_ns)
+                if got is None:
+                    return None
+                matched[v] = got
+        for v, (s, _) in matched.items():  # used up, with everything older
+            r = self._rings[v]
+            while r and r[0][0] < s:  # older and never paired: a lost observation
+                self._lost(v, r.popleft()[0])
+            if r and r[0][0] == s:
+                r.popleft()
         self.observations += 1
-        return matched
+        return {v: f for v, (_, f) in matched.items()}
