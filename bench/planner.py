@@ -31,12 +31,49 @@ import yaml
 from wam_core.common.paths import workspace_root
 from wam_core.planning.grounding import grounding_reason, parse_scene
 from wam_core.planning.guard import unsafe_reason
-from wam_core.planning.llm import FallbackPlanner, LLMPlanner
+from wam_core.planning.llm import CircuitBreaker, FallbackPlanner, LLMPlanner
 from wam_core.planning.plan import Plan, PlanError
 from wam_core.planning.rules import RulePlanner
 from wam_system_tests.report import update_report
 
 DEFAULT_SET = os.path.join(workspace_root(), 'bench', 'planner_instructions.yaml')
+
+
+class Replies:
+    """The LLM planner, asked once per instruction: the LLM-alone row and the chain's
+    row use the same real replies (a 270M model on 2 cores takes seconds per plan)."""
+
+    def __init__(self, llm: LLMPlanner):
+        self.llm, self.model = llm, llm.model
+        self._replies: dict[str, object] = {}
+
+    def plan(self, instruction: str) -> Plan:
+        if instruction not in self._replies:
+            try:
+                self._replies[instruction] = self.llm.plan(instruction)
+            except Exception as exc:  # LLMError: replayed as raised
+                self._replies[instruction] = exc
+        reply = self._replies[instruction]
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    def close(self) -> None:
+        self.llm.close()
+
+
+def bench_llm(url: str, model: str) -> LLMPlanner:
+    """For measuring: no circuit breaker (every request reaches the server) and a
+    deadline that lets a slow reply finish."""
+    return LLMPlanner(
+        url,
+        model,
+        timeout_s=60,
+        deadline_s=120,
+        retries=0,
+        schema_mode='json_object',
+        breaker=CircuitBreaker(failures=1 << 30),
+    )
 
 
 class Alone:
@@ -138,7 +175,7 @@ def main() -> int:
     ap.add_argument('--llm-url', default='', help='an OpenAI-compatible server (else no LLM)')
     ap.add_argument('--llm-model', default='default')
     ap.add_argument(
-        '--llm-plans', type=int, default=2, help='instructions per robot for the LLM rows'
+        '--llm-plans', type=int, default=1, help='instructions per robot for the LLM rows'
     )
     args = ap.parse_args()
     with open(args.instructions, encoding='utf-8') as fh:
@@ -149,7 +186,7 @@ def main() -> int:
 
     print('loading all-MiniLM-L6-v2 for the similarity mapping ...', flush=True)
     embedder = SubtaskEmbedder()
-    llm = LLMPlanner(args.llm_url, args.llm_model) if args.llm_url else None
+    llm = Replies(bench_llm(args.llm_url, args.llm_model)) if args.llm_url else None
     chain_planner = FallbackPlanner(llm, SimilarityPlanner(embedder), logger=lambda m: None)
     planners = {
         'rules': Alone(RulePlanner()),
@@ -176,10 +213,11 @@ def main() -> int:
     if llm is not None:
         from wam_core.planning.plan_cache import PlanCache
 
-        plain = FallbackPlanner(llm, RulePlanner(), logger=lambda m: None)
+        fresh = bench_llm(args.llm_url, args.llm_model)  # every request to the server
+        plain = FallbackPlanner(fresh, RulePlanner(), logger=lambda m: None)
         serve['llm'] = {str(n): serving(plain.plan, n, args.llm_plans) for n in (1, 4, 16)}
         cache = PlanCache(embedder)
-        cached = FallbackPlanner(llm, RulePlanner(), logger=lambda m: None, cache=cache)
+        cached = FallbackPlanner(fresh, RulePlanner(), logger=lambda m: None, cache=cache)
         serve['llm_cached'] = {str(n): serving(cached.plan, n, args.llm_plans) for n in (1, 4, 16)}
     else:
         serve['llm'] = serve['llm_cached'] = None
@@ -194,6 +232,9 @@ def main() -> int:
             print(f'serving {name:10} not run (no --llm-url)')
     if cache is not None:
         print(f'plan cache hit rate {cache.hit_rate:.3f}')
+    if llm is not None:
+        replies = [r for r in llm._replies.values() if not isinstance(r, Exception)]
+        print(f'LLM replies: {len(replies)} schema-valid plans of {len(llm._replies)}')
     section = {
         'instructions': os.path.relpath(args.instructions, workspace_root()),
         'accuracy': accuracy,
