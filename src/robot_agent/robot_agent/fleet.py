@@ -38,11 +38,11 @@ import rclpy
 from rclpy.parameter import Parameter
 
 from wam_core.cache.inprocess import InProcessCache
-from wam_core.cache.mooncake_master import MooncakeMaster, free_port
+from wam_core.cache.mooncake_master import MooncakeMaster
 from wam_core.common.config import WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config, workspace_root
-from wam_core.common.process import die_with_parent
+from wam_core.common.process import die_with_parent, free_port
 from wam_util.executors import BackgroundSpinner, bring_up, make_executor, spin_slice
 
 from .stack import NAN, Monitor, _count, _latency, close_nodes, stop_processes

@@ -17,9 +17,10 @@ from wam_core.cache.mooncake import (
     MooncakeWriter,
     RemoteRepresentation,
 )
-from wam_core.cache.mooncake_master import MooncakeMaster, free_port
+from wam_core.cache.mooncake_master import MooncakeMaster
 from wam_core.cache.protocol import STALE, VERSION
 from wam_core.common.config import MooncakeConfig
+from wam_core.common.process import free_port
 
 pytest.importorskip('mooncake.store', reason='mooncake-transfer-engine-non-cuda not installed')
 

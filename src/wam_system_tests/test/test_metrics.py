@@ -8,8 +8,8 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from robot_agent.stack import Stack, override
-from wam_core.cache.mooncake_master import free_port
 from wam_core.common.paths import default_config
+from wam_core.common.process import free_port
 
 CONFIG = default_config()
 

@@ -24,7 +24,7 @@ import time
 import urllib.error
 import urllib.request
 
-from ..common.process import die_with_parent, terminate
+from ..common.process import die_with_parent, free_port, terminate
 from .protocol import CacheError
 
 
@@ -38,12 +38,6 @@ def master_binary() -> str:
             '(scripts/setup.sh does)'
         )
     return found
-
-
-def free_port(host: str = '127.0.0.1') -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def _own_session() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import signal
+import socket
 import subprocess
 
 PR_SET_PDEATHSIG = 1
@@ -25,3 +26,10 @@ def terminate(proc: subprocess.Popen, timeout: float = 10.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def free_port(host: str = '127.0.0.1') -> int:
+    """A TCP port nothing listens on now, for a child server to bind."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]

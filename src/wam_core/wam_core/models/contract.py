@@ -164,42 +164,39 @@ class ActionExpertModel(Protocol):
         ...
 
 
-def check_world_expert(expert) -> WorldExpertModel:
-    """The expert, if it satisfies the contract (members present, spec consistent)."""
-    if not isinstance(expert, WorldExpertModel):
-        missing = [
-            n
-            for n in (
-                'spec',
-                'version',
-                'name',
-                'calls',
-                'forwards',
-                'encode',
-                'encode_batch',
-                'warmup',
-            )
-            if not hasattr(expert, n)
-        ]
-        raise ContractError(f'{type(expert).__name__} is not a world expert: lacks {missing}')
-    if not isinstance(expert.spec, WorldExpertSpec):
-        raise ContractError(f'{type(expert).__name__}.spec is not a WorldExpertSpec')
+# the members each protocol requires, to name what a non-conforming expert lacks
+WORLD_MEMBERS = (
+    'spec',
+    'version',
+    'name',
+    'calls',
+    'forwards',
+    'encode',
+    'encode_batch',
+    'warmup',
+)
+ACTION_MEMBERS = ('spec', 'version', 'name', 'dtype', 'device', 'prepare', 'decode')
+
+
+def _conforming(expert, protocol, members, spec_type, kind: str):
+    if not isinstance(expert, protocol):
+        missing = [n for n in members if not hasattr(expert, n)]
+        raise ContractError(f'{type(expert).__name__} is not {kind}: lacks {missing}')
+    if not isinstance(expert.spec, spec_type):
+        raise ContractError(f'{type(expert).__name__}.spec is not a {spec_type.__name__}')
     expert.spec.check()
     return expert
+
+
+def check_world_expert(expert) -> WorldExpertModel:
+    """The expert, if it satisfies the contract (members present, spec consistent)."""
+    return _conforming(expert, WorldExpertModel, WORLD_MEMBERS, WorldExpertSpec, 'a world expert')
 
 
 def check_action_expert(expert) -> ActionExpertModel:
-    if not isinstance(expert, ActionExpertModel):
-        missing = [
-            n
-            for n in ('spec', 'version', 'name', 'dtype', 'device', 'prepare', 'decode')
-            if not hasattr(expert, n)
-        ]
-        raise ContractError(f'{type(expert).__name__} is not an action expert: lacks {missing}')
-    if not isinstance(expert.spec, ActionExpertSpec):
-        raise ContractError(f'{type(expert).__name__}.spec is not an ActionExpertSpec')
-    expert.spec.check()
-    return expert
+    return _conforming(
+        expert, ActionExpertModel, ACTION_MEMBERS, ActionExpertSpec, 'an action expert'
+    )
 
 
 def check_pair(world: WorldExpertModel, action: ActionExpertModel) -> None:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,7 +36,7 @@ import time
 
 import httpx
 
-from ..common.process import die_with_parent, terminate
+from ..common.process import die_with_parent, free_port, terminate
 
 MODEL_ALIAS = 'gemma3-270m'
 
@@ -60,12 +59,6 @@ def gguf_path() -> str:
             'the GGUF package is not installed: run scripts/setup_llm.sh (make test-llm does)'
         ) from None
     return str(pkg.assemble(os.path.join(cache_dir(), pkg.MODEL_NAME)))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 class LlamaServer:
