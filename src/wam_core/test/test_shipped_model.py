@@ -9,6 +9,7 @@ import torch
 
 from wam_core.common.paths import workspace_root
 from wam_core.models.action_expert import load_action_expert
+from wam_core.models.contract import Observation
 from wam_core.models.manifest import read_manifest
 from wam_core.models.world_expert import WorldExpert
 
@@ -38,7 +39,10 @@ def test_shipped_models_reproduce_the_recorded_outputs():
     s = np.load(SAMPLE, allow_pickle=False)
     world = WorldExpert(os.path.join(MODELS, 'world_expert'), precision='fp32')
     action, _ = load_action_expert(os.path.join(MODELS, 'action_expert'), precision='fp32')
-    rep = world.encode(s['image'])
+    # the stored observation: 'image' is the front view, 'image_<view>' each other view
+    views = world.spec.view_names
+    frames = {v: s['image'] if i == 0 else s[f'image_{v}'] for i, v in enumerate(views)}
+    rep = world.encode(Observation(frames))
     assert np.allclose(rep, s['representation'], atol=1e-4)
     with torch.inference_mode():
         chunk = action(

@@ -29,6 +29,19 @@ def test_dataset_records_successful_episodes_with_a_manifest(tiny_dataset):
     ticks = len(ep['chunks'])
     assert ep['chunks'].shape == (ticks, 16, 7) and ep['joint_positions'].shape == (ticks, 7)
     assert ep['images'].shape[1:] == (128, 128, 3) and ep['images'].dtype == np.uint8
+    # every view of the sim, one frame each per stamp, with the objects' pixels in the
+    # moving wrist view (NaN while out of it, inside the image otherwise)
+    assert manifest['views'] == ['front', 'wrist']
+    assert ep['images_wrist'].shape == ep['images'].shape
+    assert not np.array_equal(ep['images_wrist'], ep['images'])
+    px = ep['pixels_wrist']
+    assert px.shape == (len(ep['images']), 2, 2)
+    seen = px[~np.isnan(px)]
+    assert seen.size and np.all((seen >= 0) & (seen < 128))
+    # the apple is in the wrist view when the gripper closes on it
+    phase_of = [manifest['phases'][ep['phase'][t]] for t in ep['frame_tick']]
+    close = [f for f, name in enumerate(phase_of) if name == 'close']
+    assert close and not np.isnan(px[close, 0]).any()
     assert np.all(np.diff(ep['frame_tick']) == 4) and bool(ep['success'])
     # the expert's phases run in order from reaching to retreating
     names = [manifest['phases'][i] for i in ep['phase']]
@@ -78,7 +91,11 @@ def test_a_short_training_run_lowers_both_losses_and_saves_verified_weights(
     w, a = read_manifest(info['world_dir']), read_manifest(info['action_dir'])
     assert w.version == a.version == info['version'] and a.extra['world_version'] == w.version
     assert a.extra['trained'] is True
-    WorldExpert(info['world_dir'], precision='fp32')
+    # trained on every recorded view: the world expert needs both, the action expert reads both
+    assert w.extra['views'] == ['front', 'wrist']
+    world = WorldExpert(info['world_dir'], precision='fp32')
+    assert world.spec.view_names == ('front', 'wrist')
+    assert world.spec.shape[0] == 2 * 65
     load_action_expert(info['action_dir'])
     with open(os.path.join(info['action_dir'], 'model.safetensors'), 'r+b') as fh:
         fh.seek(-8, 2)
@@ -138,18 +155,23 @@ def test_action_ticks_pair_each_state_with_the_estimate_of_an_earlier_frame(tiny
     assert torch.equal(true, est)
 
 
+def _red_near(img: np.ndarray, k: int) -> bool:
+    """Red pixels in patch k of a 128 px image (8x8 patches of 16) or its border."""
+    r, c = divmod(k, 8)
+    around = img[max(0, r * 16 - 4) : (r + 1) * 16 + 4, max(0, c * 16 - 4) : (c + 1) * 16 + 4]
+    return ((around[..., 0] > 150) & (around[..., 1] < 80) & (around[..., 2] < 80)).sum() > 3
+
+
 def test_patch_targets_point_at_the_red_apple_and_a_perfect_prediction_has_no_pixel_error():
     scenes = train.RandomScenes(seed=5)
     images, aux = scenes.sample(4)[:2]
+    assert images.shape == (4, 1, 128, 128, 3)
     index, offset = train.patch_targets(aux, 128, 16)
-    for img, k in zip(images.numpy().astype(int), index[:, 0].tolist(), strict=True):
-        r, c = divmod(k, 8)
-        cell = img[r * 16 : (r + 1) * 16, c * 16 : (c + 1) * 16]
+    assert index.shape == (4, 1, 2) and offset.shape == (4, 1, 2, 2)
+    index, offset = index[:, 0], offset[:, 0]
+    for img, k in zip(images[:, 0].numpy().astype(int), index[:, 0].tolist(), strict=True):
         # the apple's centre patch holds red pixels (the cube spans ~5 px; allow the neighbours)
-        around = img[max(0, r * 16 - 4) : (r + 1) * 16 + 4, max(0, c * 16 - 4) : (c + 1) * 16 + 4]
-        assert cell.size and (
-            ((around[..., 0] > 150) & (around[..., 1] < 80) & (around[..., 2] < 80)).sum() > 3
-        )
+        assert _red_near(img, k)
     perfect = torch.full((4, 64, 6), -10.0)
     b = torch.arange(4)
     perfect[b, index[:, 0], 0] = 10.0
@@ -157,9 +179,29 @@ def test_patch_targets_point_at_the_red_apple_and_a_perfect_prediction_has_no_pi
     perfect[b, index[:, 0], 2:4] = offset[:, 0]
     perfect[b, index[:, 1], 4:6] = offset[:, 1]
     assert train.apple_pixel_error(perfect, index, offset, 16) < 1e-4
-    assert float(train.patch_loss(perfect, index, offset)) < 1e-3
+    assert float(train.patch_loss(perfect[:, None], index[:, None], offset[:, None])) < 1e-3
     wrong = perfect.roll(1, dims=1)
     assert train.apple_pixel_error(wrong, index, offset, 16) > 8.0
+
+
+def test_wrist_view_patch_targets_follow_the_moving_camera_and_skip_what_it_cannot_see():
+    scenes = train.RandomScenes(seed=7, views=('front', 'wrist'))
+    images, aux, *_, px = scenes.sample(12)
+    assert images.shape == (12, 2, 128, 128, 3) and px.shape == (12, 1, 2, 2)
+    index, offset = train.patch_targets(aux, 128, 16, px)
+    assert index.shape == (12, 2, 2)
+    seen = index[:, 1, 0] != train.NO_PATCH  # the apple in the wrist view
+    # half the poses put the gripper around the apple: some see it, the home-like ones not
+    assert 0 < int(seen.sum()) < 12
+    for i in np.flatnonzero(seen.numpy()):
+        assert _red_near(images[i, 1].numpy().astype(int), int(index[i, 1, 0]))
+    # centres out of a view add nothing to the loss, and an all-unseen view is no NaN
+    patches = torch.randn(12, 2, 64, 6)
+    unseen = index.clone()
+    unseen[:, 1] = train.NO_PATCH
+    only_front = train.patch_loss(patches[:, :1], index[:, :1], offset[:, :1])
+    assert torch.isclose(train.patch_loss(patches, unseen, offset), only_front)
+    assert torch.isfinite(train.patch_loss(patches, index, offset))
 
 
 def test_several_datasets_load_together_and_later_ones_count_twice(tiny_dataset):
@@ -208,7 +250,7 @@ def test_random_scenes_carry_expert_chunks_for_the_approach_and_grasp():
     from wam_sim.tabletop import TcpKinematics
 
     scenes = train.RandomScenes(seed=7)
-    images, aux, q, chunks, phases = scenes.sample(8)
+    images, aux, q, chunks, phases, _ = scenes.sample(8)
     assert images.shape[0] == aux.shape[0] == q.shape[0] == chunks.shape[0] == len(phases) == 8
     tcp_at = TcpKinematics()
     for i in range(8):
@@ -278,3 +320,19 @@ def test_npz_with_objects_is_refused_by_the_dataset_loader(tmp_path):
     )
     with pytest.raises(ValueError, match='pickle'):
         dataset.load(str(tmp_path))
+
+
+def test_a_one_view_action_expert_widens_to_two_views_keeping_its_front_weights():
+    from wam_core.models.action_expert import ActionExpert, ActionExpertConfig
+
+    one = ActionExpert(ActionExpertConfig(repr_dim=32, repr_tokens=5, views=1))
+    two = train.widen_views(one, 2)
+    assert two.config.views == 2 and one.config.views == 1
+    assert two.representation_shape == (10, 32)
+    w1, w2 = one.object_head[1].weight, two.object_head[1].weight
+    assert w2.shape == (32, 64)
+    assert torch.equal(w2[:, :32], w1) and not w2[:, 32:].any()
+    # the policy is kept as it is
+    assert torch.equal(one.mlp[0].weight, two.mlp[0].weight)
+    out = two.objects(torch.randn(3, 10, 32))
+    assert out.shape == (3, 5) and torch.isfinite(out).all()

@@ -42,7 +42,7 @@ class PolicyDriver:
         if tick % STRETCH_TICKS == 0:
             self.expert_stretch = tick > 0 and self.rng.random() < self.beta
         if tick % self.render_every == 0 or self.scene is None:
-            self.scene = self.policy.encode(sim.render())
+            self.scene = self.policy.encode(self.policy.observe(sim))
         if self.expert_stretch:
             return None
         return self.policy.decode(self.scene, sim.joint_positions(), tick * self.policy.period_s)

@@ -2,8 +2,11 @@
 
     python -m wam_learning.dataset --out datasets/pick_place --episodes 300
 
-Per episode (one compressed .npz): camera frames (rgb8, every ``render_every``
-control ticks, like a ~25-30 Hz camera against a 50 Hz controller), and per tick
+Per episode (one compressed .npz): camera frames of every view the sim has (rgb8,
+every ``render_every`` control ticks, like a ~25-30 Hz camera against a 50 Hz
+controller; ``images`` is the front camera, ``images_<view>`` each other view, with
+``pixels_<view>`` the apple's and fridge's centres in that view, NaN where out of
+it, dense labels for the moving wrist camera), and per tick
 the joint positions, the expert's action chunk [H, 7] (targets k periods ahead),
 its phase, the subtask text of that phase, and the object positions (auxiliary
 targets for training the world expert). ``manifest.json`` lists the episodes with
@@ -24,9 +27,10 @@ import numpy as np
 
 from wam_core.models.manifest import sha256_file
 from wam_sim.scripted_expert import PHASE_SKILL, run_episode
-from wam_sim.tabletop import TABLE_Z, TabletopSim
+from wam_sim.tabletop import CAMERAS, TABLE_Z, TabletopSim
 
 PHASES = list(PHASE_SKILL)
+VIEWS = list(CAMERAS)  # recorded views; the first is the front camera (key ``images``)
 TRAIN_FIRST_SEED = 0  # training episodes: seeds 0..N-1; held-out evaluation uses EVAL_FIRST_SEED+
 EVAL_FIRST_SEED = 5000
 
@@ -34,14 +38,18 @@ EVAL_FIRST_SEED = 5000
 def record_episode(
     sim: TabletopSim, seed: int, noise: float, render_every: int = 2, driver_factory=None
 ) -> dict[str, np.ndarray]:
-    frames: list[np.ndarray] = []
+    frames: dict[str, list[np.ndarray]] = {v: [] for v in VIEWS}
+    view_px: dict[str, list[np.ndarray]] = {v: [] for v in VIEWS[1:]}
     frame_tick: list[int] = []
     q, chunks, phases, apple = [], [], [], []
 
     def on_tick(s: TabletopSim, phase: str, chunk: np.ndarray) -> None:
         tick = len(q)
         if tick % render_every == 0:
-            frames.append(s.render())
+            for v in VIEWS:
+                frames[v].append(s.render(v))
+            for v in VIEWS[1:]:
+                view_px[v].append(s.object_pixels(v))
             frame_tick.append(tick)
         q.append(s.joint_positions())
         chunks.append(chunk)
@@ -50,12 +58,16 @@ def record_episode(
 
     driver = driver_factory(seed) if driver_factory is not None else None
     ok, seconds = run_episode(sim, seed, noise=noise, on_tick=on_tick, driver=driver)
+    views = {'images': np.stack(frames[VIEWS[0]])}
+    for v in VIEWS[1:]:
+        views[f'images_{v}'] = np.stack(frames[v])
+        views[f'pixels_{v}'] = np.array(view_px[v], dtype=np.float32)
     return {
         'success': np.array(ok),
         'seconds': np.array(seconds),
         'seed': np.array(seed),
         'noise': np.array(noise),
-        'images': np.stack(frames),
+        **views,
         'frame_tick': np.array(frame_tick, dtype=np.int32),
         'joint_positions': np.array(q, dtype=np.float32),
         'chunks': np.array(chunks, dtype=np.float32),
@@ -113,6 +125,7 @@ def record(
         'phases': PHASES,
         'phase_skill': PHASE_SKILL,
         'render_every': render_every,
+        'views': VIEWS,
         'period_s': 0.02,
         'chunk': 16,
         'noise': noise,

@@ -34,6 +34,7 @@ from wam_core.control.command_tracker import CommandTracker
 from wam_core.control.limits import ChunkRejected, ClampGate, GateActivity
 from wam_core.control.trajectory import point_velocities
 from wam_core.models.action_expert import load_action_expert
+from wam_core.models.contract import Observation
 from wam_core.models.precision import resolve_precision
 from wam_core.models.world_expert import WorldExpert
 from wam_core.serving.chunk_stream import ChunkStream
@@ -147,8 +148,12 @@ class Policy:
     def subtask(self, elapsed: float) -> torch.Tensor:
         return self.subtasks[min(int(elapsed / self.subtask_s), len(self.subtasks) - 1)]
 
-    def encode(self, frame: np.ndarray):
-        rep = torch.from_numpy(self.world.encode(frame)).unsqueeze(0).to(self.dtype)
+    def observe(self, sim: TabletopSim) -> Observation:
+        """Every view the world expert needs, rendered from the sim as it is now."""
+        return Observation({v: sim.render(v) for v in self.world.spec.view_names})
+
+    def encode(self, observation: Observation | np.ndarray):
+        rep = torch.from_numpy(self.world.encode(observation)).unsqueeze(0).to(self.dtype)
         return self.action.prepare(rep)
 
     def decode(self, scene, q: np.ndarray, elapsed: float) -> np.ndarray:
@@ -185,7 +190,7 @@ def run_episode(
         now = sim.time
         new_frame = now >= next_frame - 1e-9
         if new_frame:
-            frame = sim.render()
+            frame = policy.observe(sim)
             next_frame += 1.0 / camera_hz
         q = sim.joint_positions()
         tic = time.perf_counter()

@@ -89,10 +89,11 @@ class RandomScenes:
     an unseen apple. Half the poses put the TCP around and above the apple (the
     approach and grasp states), half are anywhere near the home pose."""
 
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, views: tuple[str, ...] = ('front',)):
         from wam_sim.scripted_expert import ScriptedExpert
         from wam_sim.tabletop import HOME, TabletopSim
 
+        self.views = tuple(views)
         self.sim = TabletopSim()
         self.expert = ScriptedExpert(self.sim)
         self.home = HOME
@@ -127,13 +128,13 @@ class RandomScenes:
         return q
 
     def sample(self, n: int):
-        """(images [n,S,S,3] uint8, positions [n,5], joint states [n,7], chunks [n,H,7],
-        phase indices [n])."""
+        """(images [n,V,S,S,3] uint8, positions [n,5], joint states [n,7], chunks [n,H,7],
+        phase indices [n], the objects' pixels in the views after the first [n,V-1,2,2])."""
         import mujoco
 
         from .dataset import PHASES
 
-        images, aux, qs, chunks, phases = [], [], [], [], []
+        images, aux, qs, chunks, phases, view_px = [], [], [], [], [], []
         sim = self.sim
         for i in range(n):
             sim.reset(self.next_seed)
@@ -143,7 +144,9 @@ class RandomScenes:
                 sim.data.qpos[a] = v
             mujoco.mj_forward(sim.model, sim.data)
             name, chunk = self.expert.act()
-            images.append(sim.render())
+            images.append(np.stack([sim.render(v) for v in self.views]))
+            if len(self.views) > 1:
+                view_px.append(np.stack([sim.object_pixels(v) for v in self.views[1:]]))
             aux.append(
                 np.concatenate(
                     [sim.body_position('apple') - [0, 0, TABLE_Z], sim.body_position('fridge')[:2]]
@@ -153,13 +156,14 @@ class RandomScenes:
             chunks.append(chunk)
             phases.append(PHASES.index(name))
         t = lambda a: torch.from_numpy(np.asarray(a, dtype=np.float32))  # noqa: E731
-        return torch.from_numpy(np.stack(images)), t(aux), t(qs), t(chunks), np.array(phases)
+        px = t(np.stack(view_px)) if len(self.views) > 1 else torch.zeros(n, 0, 2, 2)
+        return torch.from_numpy(np.stack(images)), t(aux), t(qs), t(chunks), np.array(phases), px
 
 
 class Batches:
-    """Demonstration samples from episodes in memory: frames with their object positions
-    (world expert), and control ticks with the joint state, the expert's chunk, the
-    subtask and the object positions (action expert)."""
+    """Demonstration samples from episodes in memory: observations (every view of a frame)
+    with their object positions (world expert), and control ticks with the joint state,
+    the expert's chunk, the subtask and the object positions (action expert)."""
 
     def __init__(
         self,
@@ -169,11 +173,22 @@ class Batches:
         skill_text: dict[str, str],
         subtask_vectors: dict[str, np.ndarray],
         seed: int,
+        views: tuple[str, ...] = ('front',),
     ):
         self.rng = np.random.default_rng(seed)
         self.images = torch.from_numpy(
-            np.concatenate([e['images'] for e in episodes])
-        )  # [F,S,S,3] uint8
+            np.concatenate([np.stack(episode_views(e, views), axis=1) for e in episodes])
+        )  # [F,V,S,S,3] uint8
+        self.view_px = torch.from_numpy(
+            np.concatenate(
+                [
+                    np.stack([e[f'pixels_{v}'] for v in views[1:]], axis=1)
+                    if len(views) > 1
+                    else np.zeros((len(e['images']), 0, 2, 2), np.float32)
+                    for e in episodes
+                ]
+            ).astype(np.float32)
+        )  # [F,V-1,2,2]: apple and fridge centres in the other views (NaN: out of view)
         self.frame_ep = np.concatenate(
             [np.full(len(e['images']), i) for i, e in enumerate(episodes)]
         )
@@ -205,9 +220,10 @@ class Batches:
         return len(self.frame_ep)
 
     def frames(self, batch: int):
-        """(images [B,S,S,3] uint8, object positions [B,5]) for random demonstration frames."""
-        f = self.rng.integers(0, len(self), batch)
-        return self.images[torch.from_numpy(f)], torch.from_numpy(self.frame_objects[f])
+        """(images [B,V,S,S,3] uint8, object positions [B,5], their pixels in the views
+        after the first [B,V-1,2,2]) for random demonstration frames."""
+        f = torch.from_numpy(self.rng.integers(0, len(self), batch))
+        return self.images[f], torch.from_numpy(self.frame_objects[f.numpy()]), self.view_px[f]
 
     def ticks(self, batch: int, predicted: np.ndarray | None = None):
         """(joint states, true object positions, the world expert's estimate from the
@@ -240,9 +256,46 @@ class Batches:
         return torch.from_numpy(self.vectors[np.array(idx)].astype(np.float32))
 
 
+def episode_views(episode: dict, views) -> list[np.ndarray]:
+    """An episode's frames [F,S,S,3] per view: ``images`` is the first (front) view."""
+    missing = [v for v in views[1:] if f'images_{v}' not in episode]
+    if missing:
+        raise ValueError(f'the dataset lacks the views {missing} (record it again: `make data`)')
+    return [episode['images']] + [episode[f'images_{v}'] for v in views[1:]]
+
+
 def pixels(images_u8: torch.Tensor) -> torch.Tensor:
     """[B,S,S,3] uint8 -> normalised [B,3,S,S], as ``image.Preprocessor`` does for one frame."""
     return images_u8.permute(0, 3, 1, 2).float() * (2.0 / 255.0) - 1.0
+
+
+def world_representation(world: ViTModel, images_u8: torch.Tensor) -> torch.Tensor:
+    """Observations [B,V,S,S,3] uint8 -> the representation [B, V*tokens, width]: every view
+    through the same ViT in one forward, views stacked as the serving world expert does."""
+    b, v = images_u8.shape[:2]
+    rep = world(pixel_values=pixels(images_u8.flatten(0, 1))).last_hidden_state
+    return rep.reshape(b, v * rep.shape[1], rep.shape[2])
+
+
+def widen_views(action: ActionExpert, views: int) -> ActionExpert:
+    """A one-view action expert as the start of a ``views``-view one: the ViT is shared by
+    every view, so a front-camera model is a warm start for more cameras. The object head's
+    input grows from one CLS token to ``views`` side by side; the first view keeps its
+    weights, the others start at zero (they contribute nothing until trained), and the
+    policy MLP is kept as it is."""
+    import copy
+
+    cfg = copy.deepcopy(action.config)
+    cfg.views = views
+    wide = ActionExpert(cfg)
+    state = action.state_dict()
+    ln_w, ln_b = state['object_head.0.weight'], state['object_head.0.bias']
+    lin = state['object_head.1.weight']  # [d, d]
+    state['object_head.0.weight'] = ln_w.repeat(views)
+    state['object_head.0.bias'] = ln_b.repeat(views)
+    state['object_head.1.weight'] = torch.cat([lin] + [torch.zeros_like(lin)] * (views - 1), 1)
+    wide.load_state_dict(state)
+    return wide
 
 
 class WorldTrainer(nn.Module):
@@ -256,8 +309,11 @@ class WorldTrainer(nn.Module):
         self.patch_head = nn.Linear(world.config.hidden_size, 6)
 
     def forward(self, images_u8):
-        rep = self.world(pixel_values=pixels(images_u8)).last_hidden_state
-        return self.action.objects(rep), self.patch_head(rep[:, 1:])
+        """[B,V,S,S,3] -> (object positions [B,5], patch outputs [B,V,patches,6])."""
+        b, v = images_u8.shape[:2]
+        rep = world_representation(self.world, images_u8)
+        per_view = rep.reshape(b, v, -1, rep.shape[-1])
+        return self.action.objects(rep), self.patch_head(per_view[:, :, 1:])
 
 
 @torch.no_grad()
@@ -281,39 +337,58 @@ def estimate_objects(
         disable=not progress,
         file=sys.stderr,
     ):
-        rep = world(pixel_values=pixels(images_u8[i : i + batch])).last_hidden_state
-        out.append(action.objects(rep).numpy())
+        out.append(action.objects(world_representation(world, images_u8[i : i + batch])).numpy())
     world.train()
     return np.concatenate(out).astype(np.float32)
 
 
-def patch_targets(aux_target: torch.Tensor, image_size: int, patch: int):
-    """Object positions [B,5] (apple xyz above the table, fridge xy) -> the patch holding each
-    centre [B,2] and the centre's offset inside it [B,2,2] (col, row in 0..1)."""
+NO_PATCH = -100  # cross_entropy's ignore_index: the object's centre is not in this view
+
+
+def patch_targets(
+    aux_target: torch.Tensor, image_size: int, patch: int, view_px: torch.Tensor | None = None
+):
+    """Object positions [B,5] (apple xyz above the table, fridge xy) and their pixels in
+    the views after the front one [B,V-1,2,2] (NaN: out of view) -> the patch holding each
+    centre per view [B,V,2] (NO_PATCH where out of view) and the centre's offset inside
+    it [B,V,2,2] (col, row in 0..1). The front camera is fixed: its pixels come from the
+    positions (clipped to the image, as the front camera always frames the table)."""
     a = aux_target.detach().numpy().astype(np.float64)
     apple = a[:, :3] + [0.0, 0.0, TABLE_Z]
     fridge = np.concatenate([a[:, 3:5], np.full((len(a), 1), TABLE_Z + 0.03)], axis=1)
-    px = camera_pixels(np.stack([apple, fridge], axis=1), image_size) / patch  # [B,2,2] in patches
+    px = camera_pixels(np.stack([apple, fridge], axis=1), image_size)[:, None]  # [B,1,2,2]
+    if view_px is not None and view_px.shape[1]:
+        px = np.concatenate([px, view_px.numpy().astype(np.float64)], axis=1)
+    px = px / patch
     grid = image_size // patch
-    cell = np.clip(np.floor(px), 0, grid - 1)
-    index = (cell[..., 1] * grid + cell[..., 0]).astype(np.int64)
-    offset = np.clip(px - cell, 0.0, 1.0)
+    seen = ~np.isnan(px[..., 0])
+    seen[:, 0] = True
+    cell = np.clip(np.floor(np.nan_to_num(px)), 0, grid - 1)
+    index = np.where(seen, cell[..., 1] * grid + cell[..., 0], NO_PATCH).astype(np.int64)
+    offset = np.clip(np.nan_to_num(px) - cell, 0.0, 1.0)
     return torch.from_numpy(index), torch.from_numpy(offset.astype(np.float32))
 
 
 def patch_loss(patches: torch.Tensor, index: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
-    b = torch.arange(patches.shape[0])
-    ce = F.cross_entropy(patches[..., 0], index[:, 0]) + F.cross_entropy(
-        patches[..., 1], index[:, 1]
-    )
-    off = torch.stack([patches[b, index[:, 0], 2:4], patches[b, index[:, 1], 4:6]], dim=1)
-    return ce + (off - offset).abs().mean()
+    """patches [B,V,P,6], index [B,V,2], offset [B,V,2,2]; centres out of a view add nothing."""
+    patches, index, offset = patches.flatten(0, 1), index.flatten(0, 1), offset.flatten(0, 1)
+    loss = patches.new_zeros(())
+    for k in range(2):  # apple, fridge
+        seen = index[:, k] != NO_PATCH
+        if not bool(seen.any()):
+            continue
+        p, i = patches[seen], index[seen, k]
+        loss = loss + F.cross_entropy(p[..., k], i)
+        off = p[torch.arange(len(i)), i, 2 + 2 * k : 4 + 2 * k]
+        loss = loss + 0.5 * (off - offset[seen, k]).abs().mean()
+    return loss
 
 
 def apple_pixel_error(
     patches: torch.Tensor, index: torch.Tensor, offset: torch.Tensor, patch: int
 ) -> float:
-    """Mean distance (pixels) between the predicted and true apple centre."""
+    """Mean distance (pixels) between the predicted and true apple centre in the front view
+    (patches [B,P,6], index [B,2], offset [B,2,2])."""
     grid = int(round(patches.shape[1] ** 0.5))
     b = torch.arange(patches.shape[0])
     k = patches[..., 0].argmax(dim=1)
@@ -345,6 +420,11 @@ def load_datasets(data: str, max_episodes: int | None = None) -> tuple:
         m, eps = load_dataset(path)
         if m['phases'] != manifest['phases']:
             raise ValueError(f'{path}: phases {m["phases"]} differ from {paths[0]}')
+        if m.get('views', ['front']) != manifest.get('views', ['front']):
+            raise ValueError(
+                f'{path}: views {m.get("views", ["front"])} differ from '
+                f'{manifest.get("views", ["front"])} in {paths[0]}'
+            )
         manifest['episodes'] += m['episodes']
         episodes += eps + eps
     return manifest, episodes
@@ -385,19 +465,25 @@ def train(
     action_steps: int = 6000,
     action_batch: int = 512,
     action_lr: float = 1e-3,
+    views: tuple[str, ...] | None = None,
 ) -> dict:
     """Stage 1 (``steps``): the world expert and the object head learn where the objects
     are, on demonstration frames and freshly rendered random scenes. Stage 2
     (``action_steps``): the action expert clones the scripted expert's chunks on every
     demonstration tick (and the random scenes' states), from the object positions the
     trained world expert estimates on the tick's latest frame half the time and from
-    the true positions with 4 mm noise otherwise."""
+    the true positions with 4 mm noise otherwise. ``views``: the camera views the world
+    expert sees (default: every view the dataset holds, front first)."""
     from tqdm import tqdm
 
     torch.manual_seed(seed)
     np.random.seed(seed)
     torch.use_deterministic_algorithms(True, warn_only=True)
     manifest, episodes = load_datasets(data, max_episodes)
+    recorded = tuple(manifest.get('views', ['front']))
+    views = tuple(views) if views else recorded
+    if views[0] != 'front' or not set(views) <= set(recorded):
+        raise ValueError(f'views {list(views)}: the dataset has {list(recorded)}, front first')
     if len(episodes) < 2:
         raise ValueError(f'{data}: need at least 2 episodes, found {len(episodes)}')
     every = 20 if len(episodes) >= 20 else len(episodes)  # every 20th episode is held out
@@ -407,7 +493,9 @@ def train(
     vectors = dict(zip(skill_text.values(), embed_texts(list(skill_text.values())), strict=True))
 
     def make(eps, s):
-        return Batches(eps, manifest['phase_skill'], manifest['phases'], skill_text, vectors, s)
+        return Batches(
+            eps, manifest['phase_skill'], manifest['phases'], skill_text, vectors, s, views
+        )
 
     train_b, val_b = make(train_eps, seed), make(val_eps, seed + 1)
 
@@ -417,6 +505,13 @@ def train(
 
         world = WorldExpert(os.path.join(init, 'world_expert'), precision='fp32').model
         action, _ = load_action_expert(os.path.join(init, 'action_expert'), precision='fp32')
+        if action.config.views == 1 and len(views) > 1:
+            action = widen_views(action, len(views))
+        elif action.config.views != len(views):
+            raise ValueError(
+                f'{init}: its action expert reads {action.config.views} view(s), the data '
+                f'{len(views)} ({list(views)}): train from scratch instead'
+            )
         world.train(), action.train()
     else:
         world = ViTModel(default_world_config(), add_pooling_layer=False)
@@ -426,6 +521,7 @@ def train(
                 repr_tokens=representation_tokens(world.config),
                 num_joints=len(JOINT_NAMES),
                 delta_scale=default_delta_scale(JOINT_NAMES),
+                views=len(views),
             )
         )
     trainer = WorldTrainer(world, action)
@@ -441,8 +537,12 @@ def train(
     )
     opt, sched = _optimizer(nn.ParameterList(world_params), lr, steps)
     val_frames = val_b.frames(64)
-    random_scenes = RandomScenes(seed) if scenes > 0 else None
-    val_scenes = RandomScenes(seed + 99).sample(64)[:2] if scenes > 0 else val_frames
+    random_scenes = RandomScenes(seed, views) if scenes > 0 else None
+    if scenes > 0:
+        s_img, s_obj, *_, s_px = RandomScenes(seed + 99, views).sample(64)
+        val_scenes = (s_img, s_obj, s_px)
+    else:
+        val_scenes = val_frames
     scene_states: list[tuple] = []  # (q, true objects, chunk, phase) of the rendered scenes
 
     def evaluate_world():
@@ -453,9 +553,8 @@ def train(
             frames_l1 = float(object_l1(trainer(val_frames[0])[0], val_frames[1]))
             objects, patches = trainer(val_scenes[0])
             scene_l1 = float(object_l1(objects, val_scenes[1]))
-            apple_px = apple_pixel_error(
-                patches, *patch_targets(val_scenes[1], size, patch), patch
-            )
+            index, offset = patch_targets(val_scenes[1], size, patch)
+            apple_px = apple_pixel_error(patches[:, 0], index[:, 0], offset[:, 0], patch)
         trainer.train()
         return frames_l1, scene_l1, apple_px
 
@@ -464,15 +563,18 @@ def train(
         range(steps), desc='world expert', unit='step', disable=not progress, file=sys.stderr
     )
     for step in bar:
-        images, obj_t = train_b.frames(batch)
+        images, obj_t, px_t = train_b.frames(batch)
         if random_scenes is not None:
-            extra, extra_t, extra_q, extra_chunk, extra_phase = random_scenes.sample(scenes)
+            extra, extra_t, extra_q, extra_chunk, extra_phase, extra_px = random_scenes.sample(
+                scenes
+            )
             scene_states.append((extra_q, extra_t, extra_chunk, extra_phase))
             images, obj_t = torch.cat([images, extra]), torch.cat([obj_t, extra_t])
+            px_t = torch.cat([px_t, extra_px])
         objects, patches = trainer(images)
         obj = object_l1(objects, obj_t)
         loss = AUX_WEIGHT * obj + PATCH_WEIGHT * patch_loss(
-            patches, *patch_targets(obj_t, size, patch)
+            patches, *patch_targets(obj_t, size, patch, px_t)
         )
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -563,7 +665,18 @@ def train(
     started_from = read_manifest(os.path.join(init, 'world_expert')).version if init else ''
     sample = (val_frames[0][:1], val_ticks[0][:1], val_ticks[4][:1])
     return save(
-        trainer, out, manifest, data, seed, steps, action_steps, log, seconds, sample, started_from
+        trainer,
+        out,
+        manifest,
+        data,
+        seed,
+        steps,
+        action_steps,
+        log,
+        seconds,
+        sample,
+        started_from,
+        views,
     )
 
 
@@ -586,6 +699,7 @@ def save(
     seconds: float,
     sample,
     started_from: str = '',
+    views: tuple[str, ...] = ('front',),
 ) -> dict:
     digest = _dataset_digest(manifest)[:10]
     world_dir, action_dir, train_dir = (
@@ -617,7 +731,7 @@ def save(
     # recipe on the same data must never share a cache key with these
     weights = sha256_file(os.path.join(world_dir, 'model.safetensors'))[:8]
     version = f'{"dagger" if started_from else "bc"}-{digest}-s{seed}-{steps}-{weights}'
-    write_manifest(world_dir, WORLD_NAME, version, dict(meta, type=WORLD_TYPE, views=['front']))
+    write_manifest(world_dir, WORLD_NAME, version, dict(meta, type=WORLD_TYPE, views=list(views)))
     trainer.action.save_pretrained(action_dir)
     write_manifest(
         action_dir,
@@ -638,7 +752,7 @@ def save(
             w.writerow({k: row.get(k, '') for k in LOG_KEYS})
     plot_loss(log, os.path.join(train_dir, 'loss.png'))
     write_reference_sample(
-        world_dir, action_dir, sample, os.path.join(train_dir, 'reference_sample.npz')
+        world_dir, action_dir, sample, os.path.join(train_dir, 'reference_sample.npz'), views
     )
     with open(os.path.join(train_dir, 'summary.json'), 'w', encoding='utf-8') as fh:
         json.dump(dict(meta, version=version), fh, indent=1)
@@ -659,21 +773,27 @@ LOG_KEYS = [
 ]
 
 
-def write_reference_sample(world_dir: str, action_dir: str, sample, path: str) -> None:
+def write_reference_sample(
+    world_dir: str, action_dir: str, sample, path: str, views: tuple[str, ...] = ('front',)
+) -> None:
     """A stored input and the saved experts' output on it, loaded the way serving loads them.
-    sample: (images [1,S,S,3] uint8, joint state [1,N], subtask [1,S])."""
+    sample: (observations [1,V,S,S,3] uint8, joint state [1,N], subtask [1,S]). Stored as
+    ``image`` (the front view), ``image_<view>`` for the others."""
     from wam_core.models.action_expert import load_action_expert
+    from wam_core.models.contract import Observation
     from wam_core.models.world_expert import WorldExpert
 
     world = WorldExpert(world_dir, precision='fp32')
     action, _ = load_action_expert(action_dir, precision='fp32')
-    image, q, sub = sample[0][0].numpy(), sample[1][:1], sample[2][:1]
-    rep = world.encode(image)
+    frames = {v: sample[0][0, i].numpy() for i, v in enumerate(views)}
+    q, sub = sample[1][:1], sample[2][:1]
+    rep = world.encode(Observation(frames))
     with torch.inference_mode():
         chunk = action(torch.from_numpy(rep).unsqueeze(0), q, sub)[0].numpy()
     np.savez_compressed(
         path,
-        image=image,
+        image=frames[views[0]],
+        **{f'image_{v}': frames[v] for v in views[1:]},
         joint_positions=q[0].numpy(),
         subtask=sub[0].numpy(),
         representation=rep,

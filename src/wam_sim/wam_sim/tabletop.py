@@ -253,6 +253,32 @@ class TabletopSim:
                 out.append((label, color))
         return out
 
+    def view_pixels(self, camera: str, points: np.ndarray) -> np.ndarray:
+        """World points [..., 3] -> (column, row) in ``camera``'s image as it is now (the
+        wrist camera moves with the arm), pixels from the top-left corner; NaN where a
+        point lies behind the camera or outside the image. The dense labels that teach
+        the world expert where objects are in each view."""
+        if camera not in CAMERAS:
+            raise ValueError(f'no camera {camera!r}; the sim has {CAMERAS}')
+        cam = self.data.camera(camera)
+        axes = cam.xmat.reshape(3, 3)  # columns: the camera's x, y, z axes in the world
+        d = np.asarray(points, dtype=np.float64) - cam.xpos
+        depth = -(d @ axes[:, 2])  # the camera looks along -z
+        fovy = float(self.model.camera(camera).fovy[0])
+        f = 0.5 * self.image_size / np.tan(np.radians(fovy) / 2)
+        with np.errstate(divide='ignore', invalid='ignore'):
+            col = 0.5 * self.image_size + f * (d @ axes[:, 0]) / depth
+            row = 0.5 * self.image_size - f * (d @ axes[:, 1]) / depth
+        px = np.stack([col, row], axis=-1)
+        inside = (depth > 1e-3) & np.all((px >= 0) & (px < self.image_size), axis=-1)
+        return np.where(inside[..., None], px, np.nan)
+
+    def object_pixels(self, camera: str) -> np.ndarray:
+        """The apple's and the fridge's centres in ``camera``'s image [2, 2] (NaN: not in it)."""
+        fridge = self.body_position('fridge')
+        fridge[2] = TABLE_Z + 0.03
+        return self.view_pixels(camera, np.stack([self.body_position('apple'), fridge]))
+
     def body_position(self, name: str) -> np.ndarray:
         return self.data.body(name).xpos.copy()
 
