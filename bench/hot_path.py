@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Hot-path benchmark: the stack on the synthetic robot, 30 camera frames/s.
 
-    python bench/hot_path.py [--seconds 30] [--modes multi,single] [--no-two-view]
+    python bench/hot_path.py [--seconds 30] [--modes multi,single] [--no-one-view]
 
 For each mode it runs the stack for --seconds after bring-up and reads the figures
-the nodes publish on /diagnostics (what rqt shows); then the multi-process stack once
-more with two camera views (front and wrist: the synthetic robot's two cameras, a
-seeded two-view expert pair, encoded together), ``two_view`` in the report. Then, in
-this process, the
+the nodes publish on /diagnostics (what rqt shows): the shipped pair, which sees two
+camera views (front and wrist: the synthetic robot's two cameras, encoded together in
+one forward). Then the multi-process stack once more with a seeded one-view pair on
+the front camera alone, ``one_view`` in the report: what the second view costs. Then,
+in this process, the
 baseline: a *unified* tick that recomputes the world expert inside every 50 Hz
 tick (encode + prepare + decode), paced at the same period, so the ratio shows what
 the split buys. Writes the "hot_path" section of bench/report.json (other sections
@@ -95,17 +96,17 @@ def run_mode(mode: str, seconds: float, config: str, extra_args=None, tag: str =
     }
 
 
-def two_view_args(tmp: str) -> list[str]:
-    """The stack on two views: a seeded two-view pair and the robot's wrist camera."""
+def one_view_args(tmp: str) -> list[str]:
+    """The stack on one view: a seeded one-view pair and the robot's front camera only."""
     from robot_agent.stack import override
     from wam_core.models.default_models import write_default_models
 
-    info = write_default_models(tmp, views=('front', 'wrist'))
+    info = write_default_models(tmp, views=('front',))
     return [
         *override('world_expert', 'model_dir', info['world_dir']),
         *override('action_expert', 'model_dir', info['action_dir']),
         '-p',
-        'synthetic_robot:cameras:=[front,wrist]',
+        'synthetic_robot:cameras:=[front]',
     ]
 
 
@@ -154,7 +155,7 @@ def main() -> int:
     ap.add_argument('--seconds', type=float, default=30.0)
     ap.add_argument('--modes', default='multi,single')
     ap.add_argument('--config', default=None, help='parameter file (default: config/wam.yaml)')
-    ap.add_argument('--no-two-view', action='store_true', help='skip the two-view run')
+    ap.add_argument('--no-one-view', action='store_true', help='skip the one-view run')
     args = ap.parse_args()
     args.config = args.config or default_config()
     modes = [m for m in args.modes.split(',') if m]
@@ -162,16 +163,16 @@ def main() -> int:
     for mode in modes:
         print(f'running the {mode}-process stack for {args.seconds:.0f} s ...', flush=True)
         results[mode] = run_mode(mode, args.seconds, args.config)
-    two_view = None
-    if not args.no_two_view:
-        print(f'running the multi-process stack on two views for {args.seconds:.0f} s ...')
+    one_view = None
+    if not args.no_one_view:
+        print(f'running the multi-process stack on one view for {args.seconds:.0f} s ...')
         with tempfile.TemporaryDirectory() as tmp:
-            two_view = run_mode('multi', args.seconds, args.config, two_view_args(tmp), 'two_view')
+            one_view = run_mode('multi', args.seconds, args.config, one_view_args(tmp), 'one_view')
     print('unified baseline (world expert inside every tick) ...', flush=True)
     unified = unified_baseline(args.config)
     head = dict(results[modes[0]])
-    if two_view is not None:
-        head['two_view'] = two_view
+    if one_view is not None:
+        head['one_view'] = one_view
     head['mode'] = modes[0]
     head['unified_tick_ms'] = unified
     head['unified_over_split_p50'] = unified['p50'] / head['tick_ms']['p50']
@@ -201,9 +202,9 @@ def main() -> int:
         ('camera frames', lambda r: r['camera_frames']),
         ('encode ms p50', lambda r: r['encode_ms_p50']),
     ]
-    if two_view is not None:
-        results['two_view'] = two_view
-        cols = [*modes, 'two_view']
+    if one_view is not None:
+        results['one_view'] = one_view
+        cols = [*modes, 'one_view']
     rows.append(('encode ms p99', lambda r: r['encode_ms']['p99']))
     print(f'{"":24}' + ''.join(f'{c:>18}' for c in cols))
     for name, get in rows:

@@ -474,9 +474,10 @@ class SimRobotParams:
     image_size: int = param(128, 'camera image side, px', min=16, max=4096)
     seed: int = param(0, 'episode seed: object positions', min=0, max=2**31 - 1)
     cameras: list[str] = param(
-        ['front'],
+        ['front', 'wrist'],
         'cameras rendered each frame with one stamp (front, wrist): front on '
-        'camera/image_raw, another <name> on <name>_camera/image_raw',
+        'camera/image_raw, another <name> on <name>_camera/image_raw; the shipped model '
+        'sees both (a one-view model reads only front)',
     )
 
     def validate(self) -> None:
@@ -498,9 +499,10 @@ class SyntheticRobotParams:
         0, 'scene seed: the moving square and the joint phases', min=0, max=2**31 - 1
     )
     cameras: list[str] = param(
-        ['front'],
+        ['front', 'wrist'],
         'views published with one stamp: front on camera/image_raw, another <name> on '
-        '<name>_camera/image_raw (the same scene from another seed)',
+        '<name>_camera/image_raw (the same scene from another seed); as many as the served '
+        'world expert needs',
     )
 
     def validate(self) -> None:
