@@ -5,12 +5,14 @@
 Two stages, each training the part of the action expert that sits on its side of the
 serving cache (see ``action_expert``):
 
-1. World expert + object head (``--steps``). On demonstration frames and on freshly
-   rendered random scenes, the ViT's CLS token, through the action expert's object
-   head, regresses the apple and fridge positions (L1). A training-only patch head
-   adds dense labels -- every patch token says whether the apple's (the fridge's) centre
-   falls in it and where (cross-entropy over patches plus an offset L1, as in
-   CenterNet) -- which locate a 5-pixel cube far faster than the global regression alone.
+1. World expert + object head (``--steps``). On demonstration observations and on
+   freshly rendered random scenes, every camera view through the one ViT, the views'
+   CLS tokens, through the action expert's object head, regress the apple and fridge
+   positions (L1). A training-only patch head
+   adds dense labels -- every patch token of every view says whether the apple's (the
+   fridge's) centre falls in it and where (cross-entropy over patches plus an offset L1,
+   as in CenterNet; a centre outside the moving wrist camera's image adds nothing) --
+   which locate a 5-pixel cube far faster than the global regression alone.
    Random scenes teach where things are rather than which of the few hundred
    demonstration scenes this is, which a ViT otherwise memorises.
 2. Action expert (``--action-steps``). An L1 over the whole chunk (as in ACT) against
@@ -281,8 +283,9 @@ def widen_views(action: ActionExpert, views: int) -> ActionExpert:
     """A one-view action expert as the start of a ``views``-view one: the ViT is shared by
     every view, so a front-camera model is a warm start for more cameras. The object head's
     input grows from one CLS token to ``views`` side by side; the first view keeps its
-    weights, the others start at zero (they contribute nothing until trained), and the
-    policy MLP is kept as it is."""
+    weights, the others' start at zero, and the policy MLP is kept as it is. (The head's
+    LayerNorm now normalises over every view's token, so the start is close to the
+    one-view model, not equal to it.)"""
     import copy
 
     cfg = copy.deepcopy(action.config)
@@ -857,7 +860,10 @@ def main(argv=None) -> int:
         '--data', default='datasets/pick_place', help='dataset folders, comma-separated'
     )
     ap.add_argument(
-        '--init', default='', help='start from the experts in this folder (a DAgger round)'
+        '--init',
+        default='',
+        help='start from the experts in this folder (a DAgger round; a one-view model widens '
+        "to the data's views)",
     )
     ap.add_argument('--out', default='models')
     ap.add_argument('--steps', type=int, default=2600, help='world-expert steps (stage 1)')
