@@ -125,6 +125,7 @@ class Recorder:
         self.stops: list[tuple] = []  # (t, stopped)
         self.unsafe = 0
         node = node or stack.monitor
+        self._ring_node = node
         ns = namespace.rstrip('/')
         node.create_subscription(
             JointTrajectory, f'{ns}/arm_controller/joint_trajectory', self._on_forwarded, 100
@@ -167,6 +168,29 @@ class Recorder:
         self.observations.append(self._monotonic(msg.header.stamp))
         if msg.model_version == self.accepted_version:
             bisect.insort(self.fresh_obs_ns, convert.stamp_to_ns(msg.header.stamp))
+
+    def watch_cache(self, segment: str, every_s: float = 0.2) -> None:
+        """Also learn accepted-version observations from the shared-memory ring itself,
+        which is what the action expert reads. A restarted world expert's first
+        descriptors are lost to this recorder until DDS has matched the new publisher,
+        while the action expert already serves them from the ring (``cache.latest``):
+        judged by descriptors alone, a chunk computed from such a fresh representation
+        looked stale. The ring holds the observation stamps the TTL rule applies to."""
+        from wam_core.cache.shm import ShmRingReader
+
+        self._ring = ShmRingReader(segment, ttl_ms=1e15)  # every entry: ages are judged here
+        self._ring_seen: set[int] = set()
+        self._ring_node.create_timer(every_s, self._scan_ring)
+
+    def _scan_ring(self) -> None:
+        ring = self._ring
+        ring.latest(self.accepted_version)  # (re)attaches to a ring its writer recreated
+        for slot in range(ring.capacity):
+            res = ring.read(slot, self.accepted_version)
+            if res.ok and res.entry.stamp_ns not in self._ring_seen:
+                self._ring_seen.add(res.entry.stamp_ns)
+                bisect.insort(self.fresh_obs_ns, res.entry.stamp_ns)
+            del res  # drop the view into the ring before the next slot (or a re-attach)
 
     def lead_periods(self, t: float) -> int:
         """The action expert's stamp lead (periods between a tick and its chunk's stamp)
@@ -750,6 +774,8 @@ def _run_lone(
         rec = Recorder(
             stack, *accepted_version_and_max_age(config), configured_limits(config), period
         )
+        action = load_params(config, 'action_expert', ActionExpertParams)
+        rec.watch_cache(shm_name or action.repr_cache.shm_name)
         for i in range(repeat):
             for name in faults:
                 r = FAULTS[name](stack, rec)
