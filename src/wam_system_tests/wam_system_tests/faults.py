@@ -12,8 +12,9 @@ measures:
 - brake_ms: fault -> the first braking hold (a one-point trajectory) or stop after it;
 - unsafe: forwarded points that break a joint limit (must be 0);
 - stale: full chunks forwarded around the fault (from 0.5 s before it to the end of the
-  drill) with no representation of the accepted model version observed within TTL + one
-  control period before the chunk's tick (its stamp less the stamp lead the action
+  drill) with no representation of the accepted model version observed (a descriptor, or
+  an entry in the shm ring the action expert reads) within TTL + one control period
+  before the chunk's tick (its stamp less the stamp lead the action
   expert reported then), i.e. actions from a stale, missing or wrong-version
   representation (must be 0);
 - conformance: forwarded trajectories joint_trajectory_controller would reject (must be 0);
