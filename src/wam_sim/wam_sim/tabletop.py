@@ -44,16 +44,23 @@ CAMERA_Y = np.array([-0.6, 0.0, 0.8])
 CAMERA_FOVY_DEG = 55.0
 
 
+def _pinhole(points, pos, x_axis, y_axis, fovy_deg: float, image_size: int):
+    """World points [..., 3] -> ((column, row) pixels from the top-left corner, depth) for
+    a camera at ``pos`` whose image x and y axes are given in the world; it looks along
+    -z (MuJoCo's camera convention)."""
+    d = np.asarray(points, dtype=np.float64) - pos
+    depth = -(d @ np.cross(x_axis, y_axis))
+    f = 0.5 * image_size / np.tan(np.radians(fovy_deg) / 2)
+    with np.errstate(divide='ignore', invalid='ignore'):
+        col = 0.5 * image_size + f * (d @ x_axis) / depth
+        row = 0.5 * image_size - f * (d @ y_axis) / depth
+    return np.stack([col, row], axis=-1), depth
+
+
 def camera_pixels(points: np.ndarray, image_size: int = 128) -> np.ndarray:
     """World points [..., 3] -> (column, row) in the front camera's image, pixels from the
     top-left corner (the layout of ``TabletopSim.render``): pinhole projection."""
-    z_axis = np.cross(CAMERA_X, CAMERA_Y)  # the camera looks along -z
-    d = np.asarray(points, dtype=np.float64) - CAMERA_POS
-    depth = -(d @ z_axis)
-    f = 0.5 * image_size / np.tan(np.radians(CAMERA_FOVY_DEG) / 2)
-    col = 0.5 * image_size + f * (d @ CAMERA_X) / depth
-    row = 0.5 * image_size - f * (d @ CAMERA_Y) / depth
-    return np.stack([col, row], axis=-1)
+    return _pinhole(points, CAMERA_POS, CAMERA_X, CAMERA_Y, CAMERA_FOVY_DEG, image_size)[0]
 
 
 def _range(joint: str) -> str:
@@ -262,14 +269,8 @@ class TabletopSim:
             raise ValueError(f'no camera {camera!r}; the sim has {CAMERAS}')
         cam = self.data.camera(camera)
         axes = cam.xmat.reshape(3, 3)  # columns: the camera's x, y, z axes in the world
-        d = np.asarray(points, dtype=np.float64) - cam.xpos
-        depth = -(d @ axes[:, 2])  # the camera looks along -z
         fovy = float(self.model.camera(camera).fovy[0])
-        f = 0.5 * self.image_size / np.tan(np.radians(fovy) / 2)
-        with np.errstate(divide='ignore', invalid='ignore'):
-            col = 0.5 * self.image_size + f * (d @ axes[:, 0]) / depth
-            row = 0.5 * self.image_size - f * (d @ axes[:, 1]) / depth
-        px = np.stack([col, row], axis=-1)
+        px, depth = _pinhole(points, cam.xpos, axes[:, 0], axes[:, 1], fovy, self.image_size)
         inside = (depth > 1e-3) & np.all((px >= 0) & (px < self.image_size), axis=-1)
         return np.where(inside[..., None], px, np.nan)
 
