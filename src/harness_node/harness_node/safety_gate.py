@@ -180,23 +180,6 @@ class SafetyGate:
             # The baseline is the command being followed, not the measured state: measured
             # velocity at a joint limit is contact noise and would reject every chunk.
             stamp_ns = convert.stamp_to_ns(msg.header.stamp)
-            late = late_chunk(
-                stamp_ns,
-                times[-1] if times else 0.0,
-                time.time_ns(),
-                max_late_s=self.monitor.cfg.chunk_hold_s,
-                min_ahead_s=self.period_s,
-            )
-            if late is not None:
-                # a busy executor delivered it late: stale (a 300 ms chunk whose point 0
-                # is at most chunk_hold_s late still has half its horizon ahead), or so
-                # close to its end that the controller could reject it as ending in the
-                # past (less than a period left); the horizon rule holds the robot
-                self.clamp.rejected['late'] = self.clamp.rejected.get('late', 0) + 1
-                self.node.get_logger().warning(
-                    f'rejected chunk: late ({late})', throttle_duration_sec=1.0
-                )
-                return
             start_s = (stamp_ns or time.time_ns()) * 1e-9  # 0 means "now", as for the controller
             base, vel = self.tracker.baseline(start_s, self.current)
             asked = convert.trajectory_positions(msg)
@@ -209,7 +192,6 @@ class SafetyGate:
                 # expert does, so for a chunk it did not change they come out the same.
                 first = vel if vel is not None else np.zeros(len(self.joint_names))
                 velocities = point_velocities(res.times, res.positions, first)
-            self.tracker.record(start_s, times, res.positions, velocities)
         except ChunkRejected as exc:
             self.node.get_logger().warning(f'rejected chunk: {exc}', throttle_duration_sec=1.0)
             return
@@ -229,6 +211,28 @@ class SafetyGate:
                 q.velocities = velocities[i].tolist()
             q.time_from_start = src.time_from_start
             out.points.append(q)
+        # Lateness is judged with the clock read just before the publish, after the clamp:
+        # a busy process can stall between any two lines, and a check made before the
+        # clamp once let through a chunk whose end had passed by the time it was sent
+        # (a fresh-clone CI run: "ends in the past", 31.9 ms).
+        late = late_chunk(
+            stamp_ns,
+            times[-1] if times else 0.0,
+            time.time_ns(),
+            max_late_s=self.monitor.cfg.chunk_hold_s,
+            min_ahead_s=self.period_s,
+        )
+        if late is not None:
+            # a busy executor delivered it late: stale (a 300 ms chunk whose point 0
+            # is at most chunk_hold_s late still has half its horizon ahead), or so
+            # close to its end that the controller could reject it as ending in the
+            # past (less than a period left); the horizon rule holds the robot
+            self.clamp.rejected['late'] = self.clamp.rejected.get('late', 0) + 1
+            self.node.get_logger().warning(
+                f'rejected chunk: late ({late})', throttle_duration_sec=1.0
+            )
+            return
+        self.tracker.record(start_s, times, res.positions, velocities)
         self.clamp_ms.add((time.perf_counter() - t0) * 1e3)
         self._out.publish(out)
         self._out_rate.tick(now)

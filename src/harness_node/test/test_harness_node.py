@@ -199,3 +199,34 @@ def test_a_world_version_the_action_expert_does_not_accept_stops_the_robot(rig):
     spin(r, 0.3)
     assert r.node.gate.monitor.stopped and 'version mismatch' in r.node.gate.monitor.reason
     assert r.stop[-1] is True
+
+
+def test_a_chunk_whose_end_passes_while_the_gate_works_on_it_is_not_forwarded(rig):
+    """Lateness is judged when the chunk is sent, not when it arrived: a process stalled
+    inside the gate (here: the clamp made to take 100 ms) must not forward a chunk whose
+    last point has passed, which the controller rejects as ending in the past."""
+    r = rig
+    spin(r, 0.5)
+    r.js.publish(JointState(name=NAMES, position=Q))
+    diag(r)
+    spin(r, 0.2)
+    assert call_reset(r).success
+    spin(r, 0.1)
+    # point 0 applied 200 ms before arrival: stale on receipt
+    r.raw.publish(rc.joint_trajectory(NAMES, np.array([Q, Q]), time.time_ns() - 200_000_000, 0.02))
+    spin(r, 0.2)
+    assert forwarded(r) == [] and r.node.gate.clamp.rejected == {'late': 1}
+    apply = r.node.gate.clamp.apply
+
+    def slow_apply(*args, **kwargs):
+        time.sleep(0.1)
+        return apply(*args, **kwargs)
+
+    r.node.gate.clamp.apply = slow_apply
+    chunk(r, [Q, Q])  # ends 80 ms after it is sent: fresh on arrival, past when clamped
+    spin(r, 0.3)
+    assert forwarded(r) == [] and r.node.gate.clamp.rejected == {'late': 2}
+    r.node.gate.clamp.apply = apply
+    chunk(r, [Q, Q])
+    spin(r, 0.2)
+    assert len(forwarded(r)) == 1
