@@ -18,7 +18,6 @@ never delay it by more than a GIL hand-off. Its typed status goes to ~/status wi
 from __future__ import annotations
 
 import math
-import sys
 import time
 
 import numpy as np
@@ -44,6 +43,7 @@ from wam_core.models.registry import load_action_expert
 from wam_core.serving.action_ticker import ActionTicker, Descriptor
 from wam_core.serving.chunk_stream import ChunkStream
 from wam_core.serving.deadline_timer import DeadlineTimer
+from wam_core.serving.interpreter import freeze_heap, shorten_gil_switch_interval
 from wam_core.serving.latency import LatencyWindow, RateMeter, StageTimer
 from wam_interfaces.msg import ActionExpertStatus, ActiveSubtask, RepresentationDescriptor
 from wam_util import convert, qos
@@ -184,6 +184,7 @@ class ActionExpertNode(LifecycleNode):
     def on_activate(self, state: State) -> TransitionCallbackReturn:
         t0 = time.perf_counter()
         self.ticker.warmup(self.cfg.warmup_requests, self.ticker.model.spec.representation_shape)
+        freeze_heap()  # no collection walks the model's objects during a tick
         self._wall_minus_monotonic = time.time() - time.monotonic()
         self._tick_clock = DeadlineTimer(
             self.cfg.control.period_s, self._tick, 'action_expert_tick', self.cfg.realtime_priority
@@ -456,9 +457,7 @@ class ActionExpertNode(LifecycleNode):
 
 def main(args=None) -> None:
     """Stand-alone process (multi-process mode): shared-memory cache, self-activating."""
-    # A thread waiting for the GIL waits a whole switch interval (5 ms by default)
-    # before asking for it; 0.5 ms keeps the tick from queueing behind DDS callbacks.
-    sys.setswitchinterval(0.0005)
+    shorten_gil_switch_interval()  # the tick must not queue behind executor callbacks
     run_node(ActionExpertNode, args, lifecycle=True)
 
 

@@ -43,6 +43,7 @@ from wam_core.common.config import WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config, workspace_root
 from wam_core.common.process import die_with_parent, free_port
+from wam_core.serving.interpreter import shorten_gil_switch_interval
 from wam_util.executors import BackgroundSpinner, bring_up, make_executor, spin_slice
 
 from .stack import NAN, Monitor, _count, _latency, close_nodes, stop_processes
@@ -134,7 +135,7 @@ class Fleet:
         self.world = None
         self.actions: dict[str, object] = {}
         self.harnesses: dict[str, object] = {}
-        sys.setswitchinterval(0.0005)  # see Stack: the ticks must not wait 5 ms for the GIL
+        shorten_gil_switch_interval()  # the ticks must not queue behind other callbacks
         rclpy.init(args=['fleet'] + self._ros_args)
         self.executor = make_executor()
         self.robots: dict[str, object] = {}

@@ -34,6 +34,7 @@ from wam_core.common.paths import default_config, resolve_path
 from wam_core.common.process import die_with_parent
 from wam_core.common.robot import TABLETOP_ARM
 from wam_core.control.conformance import ConformanceCounter, ControllerRules, violations
+from wam_core.serving.interpreter import shorten_gil_switch_interval
 from wam_core.serving.latency import LatencyWindow
 from wam_interfaces.msg import (
     ActionExpertStatus,
@@ -200,9 +201,9 @@ class Stack:
         self._ros_args = ros_args
         self.procs: list[subprocess.Popen] = []
         self.world = self.action = None
-        # A 0.5 ms GIL switch interval keeps the 50 Hz tick from waiting behind the
-        # encoder thread for the default 5 ms.
-        sys.setswitchinterval(0.0005)
+        # in single-process mode the tick shares the GIL with the encoder thread and
+        # every other node's callbacks
+        shorten_gil_switch_interval()
         rclpy.init(args=['stack'] + ros_args)
         self.executor = make_executor()
         if robot == 'sim':

@@ -18,6 +18,7 @@ from rclpy.signals import SignalHandlerOptions
 from rclpy.task import Future
 
 from wam_core.common.params import ConfigError
+from wam_core.serving.interpreter import freeze_heap
 
 SLICE_S = 0.1
 
@@ -106,6 +107,7 @@ def run_node(node_factory, args=None, lifecycle: bool = False) -> None:
         autostart = not node.has_parameter('autostart') or node.get_parameter('autostart').value
         if lifecycle and autostart:
             bring_up(node)
+        freeze_heap()  # what start-up built stays: later collections need not walk it
         spin_until_shutdown(executor, stop)
     finally:
         release = getattr(node, 'release', None)

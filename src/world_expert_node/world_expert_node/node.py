@@ -36,6 +36,7 @@ from wam_core.serving.batch_window import BatchWindow
 from wam_core.serving.fleet_encoder import FleetEncoder, Frame
 from wam_core.serving.frame_encoder import FrameEncoder
 from wam_core.serving.image import ImageError
+from wam_core.serving.interpreter import freeze_heap
 from wam_core.serving.latency import RateMeter
 from wam_core.serving.view_sync import ViewSync
 from wam_interfaces.msg import RepresentationDescriptor, RobotEncoding, WorldExpertStatus
@@ -170,6 +171,7 @@ class WorldExpertNode(LifecycleNode):
     def on_activate(self, state: State) -> TransitionCallbackReturn:
         sizes = tuple(range(1, self.window.max_size + 1))
         mean_s = self.expert.warmup(self.cfg.warmup_requests, sizes)
+        freeze_heap()  # the model and warm-up stay: no later collection walks them
         for robot in self.robots:
             for view in self.views:  # one camera topic per view the model needs
                 topic = self.cfg.topic_of(view)

@@ -2,6 +2,8 @@
 
 ``frame_encoder`` validates a camera frame and encodes it once into the cache;
 ``action_ticker`` runs one 50 Hz tick against the cache; ``image`` validates and
-preprocesses frames; ``latency`` keeps allocation-free latency and rate statistics.
+preprocesses frames; ``latency`` keeps allocation-free latency and rate statistics;
+``interpreter`` holds the CPython settings (GIL switch interval, a frozen start-up heap)
+a 50 Hz loop needs.
 May import ``wam_core.cache``, ``wam_core.models``, numpy and torch.
 """
