@@ -444,8 +444,21 @@ def _stop_spinning(stack, role: str, timeout: float = 10.0) -> None:
     proc.wait(timeout=1.0)
 
 
+def _monitor_entity(stack, key: str, make):
+    """A publisher or client on the monitor node, made once per stack and never destroyed
+    while the stack runs: the monitor is spun on another thread (the observers), and
+    destroying an entity under a spinning executor can end that thread (rclpy's
+    InvalidHandle: it did, after 14 rounds of ``make faults REPEAT=20``)."""
+    made = stack.__dict__.setdefault('_fault_entities', {})
+    if key not in made:
+        made[key] = make()
+    return made[key]
+
+
 def _reset_harness(stack) -> None:
-    cli = stack.monitor.create_client(Trigger, '/harness/reset')
+    cli = _monitor_entity(
+        stack, 'reset', lambda: stack.monitor.create_client(Trigger, '/harness/reset')
+    )
     # wait while spinning: a blocking wait_for_service would stall the recorder (trajectories
     # taken a second late look as if they ended in the past)
     stack.spin_for(5.0, until=cli.service_is_ready)
@@ -456,7 +469,6 @@ def _reset_harness(stack) -> None:
             if fut.done() and fut.result().success:
                 break
             stack.spin_for(0.25)
-    stack.monitor.destroy_client(cli)
 
 
 def _moving(stack, rec: Recorder, seed: int) -> None:
@@ -535,12 +547,12 @@ def _no_interruption(
 def _goal(stack, instruction: str, timeout: float) -> float | None:
     """Send an ExecuteTask goal; the time its plan arrived (first feedback with a plan), or
     None."""
-    client = stack.__dict__.get('_fault_client')
-    if client is None:
-        client = stack._fault_client = ActionClient(
-            stack.monitor, ExecuteTask, '/harness/execute_task'
-        )
-        client.wait_for_server(timeout_sec=10.0)
+    client = _monitor_entity(
+        stack,
+        'execute_task',
+        lambda: ActionClient(stack.monitor, ExecuteTask, '/harness/execute_task'),
+    )
+    client.wait_for_server(timeout_sec=10.0)  # at once, once the server is known
     planned = []
     fut = client.send_goal_async(
         ExecuteTask.Goal(instruction=instruction),
@@ -597,7 +609,9 @@ def _llm_fault(mode: str) -> Callable:
 def fault_instruction_flood(stack, rec: Recorder, count: int = 2000) -> FaultResult:
     """A flood of /instruction messages: the harness plans one task at a time and refuses the
     rest."""
-    pub = stack.monitor.create_publisher(String, '/instruction', 100)
+    pub = _monitor_entity(
+        stack, 'instruction', lambda: stack.monitor.create_publisher(String, '/instruction', 100)
+    )
 
     def flood() -> float | None:
         for i in range(count):
@@ -607,9 +621,7 @@ def fault_instruction_flood(stack, rec: Recorder, count: int = 2000) -> FaultRes
         stack.spin_for(1.0)
         return time.monotonic()
 
-    res = _no_interruption(stack, rec, 'instruction_flood', flood, within_s=10.0)
-    stack.monitor.destroy_publisher(pub)
-    return res
+    return _no_interruption(stack, rec, 'instruction_flood', flood, within_s=10.0)
 
 
 FAULTS = {
