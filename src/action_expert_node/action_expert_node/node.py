@@ -39,7 +39,7 @@ from wam_core.control.joint_state import JointStateError, JointStateMapper
 from wam_core.control.limits import ChunkRejected
 from wam_core.control.trajectory import Trajectory
 from wam_core.models.manifest import ManifestError
-from wam_core.models.registry import load_action_expert
+from wam_core.models.registry import enable_cuda_graphs, load_action_expert
 from wam_core.serving.action_ticker import ActionTicker, Descriptor
 from wam_core.serving.chunk_stream import ChunkStream
 from wam_core.serving.deadline_timer import DeadlineTimer
@@ -98,7 +98,11 @@ class ActionExpertNode(LifecycleNode):
             self.cfg = cfg = self.params.read()
             torch.set_num_threads(cfg.num_threads)
             model_dir = resolve_path(cfg.model_dir)
-            model = load_action_expert(model_dir, cfg.precision, robot=cfg.robot.description())
+            model = load_action_expert(
+                model_dir, cfg.precision, device=cfg.device, robot=cfg.robot.description()
+            )
+            if cfg.cuda_graphs:
+                enable_cuda_graphs(model)
             manifest, spec = model.manifest, model.spec
             if tuple(spec.joint_names) != tuple(cfg.robot.joint_names):
                 raise ValueError(

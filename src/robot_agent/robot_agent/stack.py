@@ -34,7 +34,7 @@ from wam_core.common.paths import default_config, resolve_path
 from wam_core.common.process import die_with_parent
 from wam_core.common.robot import TABLETOP_ARM
 from wam_core.control.conformance import ConformanceCounter, ControllerRules, violations
-from wam_core.serving.interpreter import shorten_gil_switch_interval
+from wam_core.serving.interpreter import shorten_gil_switch_interval, thaw_heap
 from wam_core.serving.latency import LatencyWindow
 from wam_interfaces.msg import (
     ActionExpertStatus,
@@ -160,7 +160,9 @@ def stop_processes(procs, timeout: float = 10.0) -> None:
 
 def close_nodes(executor, releasable, extra=(), observers: BackgroundSpinner | None = None):
     """After the children: stop the executors, release the in-process experts (their
-    caches), destroy every node and end the rclpy context."""
+    caches), destroy every node and end the rclpy context. The heap the nodes froze is
+    thawed: a process that builds stack after stack (the tests) would otherwise keep
+    every finished stack's cycles for good."""
     extra = [*extra, *(observers.close() if observers is not None else ())]
     executor.shutdown()
     for n in releasable:
@@ -174,6 +176,7 @@ def close_nodes(executor, releasable, extra=(), observers: BackgroundSpinner | N
         except Exception:
             pass
     rclpy.try_shutdown()
+    thaw_heap()
 
 
 class Stack:

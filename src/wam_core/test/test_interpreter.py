@@ -8,6 +8,7 @@ from wam_core.serving.interpreter import (
     GIL_SWITCH_INTERVAL_S,
     freeze_heap,
     shorten_gil_switch_interval,
+    thaw_heap,
 )
 
 
@@ -37,6 +38,15 @@ def test_frozen_objects_leave_the_collections_and_later_garbage_is_still_collect
         a.other, b.other = b, a
         gone = weakref.ref(a)
         del a, b
+        gc.collect()
+        assert gone() is None
+        # thawed (a stack torn down in a process that goes on): collectable again
+        thaw_heap()
+        assert gc.get_freeze_count() == 0
+        c, d = startup[0], startup[1]
+        c.other, d.other = d, c
+        gone = weakref.ref(c)
+        del c, d, startup
         gc.collect()
         assert gone() is None
     finally:

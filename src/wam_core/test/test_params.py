@@ -38,6 +38,7 @@ def test_the_yaml_has_one_block_per_node_and_a_shared_block():
         'repr_cache.backend',
         'repr_cache.ttl_ms',
         'repr_cache.shm_name',
+        'repr_cache.cuda_device',
         *(
             f'repr_cache.mooncake.{k}'
             for k in (

@@ -31,7 +31,7 @@ from wam_core.common.status import OK, WARN
 from wam_core.control.joint_state import JointStateError, JointStateMapper
 from wam_core.models.manifest import ManifestError
 from wam_core.models.precision import resolve_precision
-from wam_core.models.registry import load_world_expert
+from wam_core.models.registry import enable_cuda_graphs, load_world_expert
 from wam_core.serving.batch_window import BatchWindow
 from wam_core.serving.fleet_encoder import FleetEncoder, Frame
 from wam_core.serving.frame_encoder import FrameEncoder
@@ -114,7 +114,15 @@ class WorldExpertNode(LifecycleNode):
             self.cfg = cfg = self.params.read()
             torch.set_num_threads(cfg.num_threads)
             model_dir = resolve_path(cfg.model_dir)
-            self.expert = load_world_expert(model_dir, resolve_precision(cfg.precision))
+            self.expert = load_world_expert(
+                model_dir, resolve_precision(cfg.precision, cfg.device), device=cfg.device
+            )
+            # cuda_ipc keeps the representation on the device: no copy to the host and back
+            self.expert.output_on_device = (
+                cfg.repr_cache.backend == 'cuda_ipc' and cfg.device != 'cpu'
+            )
+            if cfg.cuda_graphs:
+                enable_cuda_graphs(self.expert, tuple(range(1, cfg.batch.max_size + 1)))
             shared = self._shared_cache
             for robot in self.robots:
                 if shared is not None:

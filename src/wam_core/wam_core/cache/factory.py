@@ -21,21 +21,36 @@ def open_cache_writer(cfg, version: str, slot_shape, logger=print, robot: str = 
         return ShmRingWriter(
             segment_name(cfg.shm_name, robot), cfg.capacity, slot_shape, version, logger=logger
         )
+    if cfg.backend == 'cuda_ipc':
+        from .cuda_ipc import CudaIpcRingWriter
+
+        return CudaIpcRingWriter(
+            segment_name(cfg.shm_name, robot),
+            cfg.capacity,
+            slot_shape,
+            version,
+            logger=logger,
+            device=cfg.cuda_device,
+        )
     if cfg.backend == 'mooncake':
         from .mooncake import MooncakeWriter
 
         # objects kept in the store per robot (the older ones are removed): a tick only
         # ever wants the newest, and the world host lends the store a bounded segment
         return MooncakeWriter(cfg.mooncake, version, slot_shape, robot, min(cfg.capacity, 64))
-    raise CacheError(
-        f'backend {cfg.backend!r} is not available on this machine (cuda_ipc needs a GPU)'
-    )
+    raise CacheError(f'unknown representation-cache backend {cfg.backend!r}')
 
 
 def open_cache_reader(cfg, robot: str = '') -> CacheReader:
     """An action expert's view of another process's cache (in-process readers share the writer)."""
     if cfg.backend == 'shm':
         return ShmRingReader(segment_name(cfg.shm_name, robot), cfg.ttl_ms)
+    if cfg.backend == 'cuda_ipc':
+        from .cuda_ipc import CudaIpcRingReader
+
+        return CudaIpcRingReader(
+            segment_name(cfg.shm_name, robot), cfg.ttl_ms, device=cfg.cuda_device
+        )
     if cfg.backend == 'mooncake':
         from .mooncake import MooncakeReader
 

@@ -8,6 +8,11 @@ when the writer restarts (a new inode or epoch).
 
 The seqlock relies on x86-64's total store order for the ordering of the plain
 8-byte stores numpy makes; on weaker memory models (ARM) it would need fences.
+
+The same segment carries the ``cuda_ipc`` ring's sequence words and slot headers: there
+the header says the slot data lives in device memory (``H_DATA_LOCATION``) and holds the
+CUDA IPC handle of that memory; the slot data hooks (``_init_data``, ``_write_data``,
+``_data_view``) are where ``cuda_ipc`` differs, everything else is this module's.
 """
 
 from __future__ import annotations
@@ -45,12 +50,18 @@ VERSION_BYTES = 128
 FP_BYTES = 32
 DTYPE_CODES = {'float32': 1, 'float16': 2, 'bfloat16': 3}
 DTYPE_NAMES = {v: k for k, v in DTYPE_CODES.items()}
+ITEMSIZE = {'float32': 4, 'float16': 2, 'bfloat16': 2}  # numpy has no bfloat16
 
 # Header u64 word indices
 H_MAGIC, H_LAYOUT, H_PID, H_EPOCH, H_CAPACITY, H_SLOT_BYTES, H_GENERATION, H_LATEST, H_CLOSED = (
     range(9)
 )
+# where the slot data lives (0: after each slot header here; 1: in device memory, see
+# cuda_ipc), the CUDA device index and the length of the IPC handle at H_HANDLE_OFF
+H_DATA_LOCATION, H_DEVICE, H_HANDLE_LEN = 9, 10, 11
+DATA_IN_SEGMENT, DATA_ON_DEVICE = 0, 1
 H_VERSION_OFF = 128  # byte offset of the model-version string
+H_HANDLE_OFF, HANDLE_BYTES = 256, 256  # byte offset and room of the device memory's handle
 # Slot u64 word indices (relative to the slot start)
 S_SEQ, S_STAMP, S_WRITTEN, S_NDIM = 0, 1, 2, 3
 S_SHAPE = 4  # 4 words
@@ -84,7 +95,11 @@ class _ShmLayout:
             raise CacheError('not a representation-cache segment (bad magic or layout version)')
         self.capacity = int(self.hdr[H_CAPACITY])
         self.slot_bytes = int(self.hdr[H_SLOT_BYTES])
-        self.stride = SLOT_HEADER_BYTES + self.slot_bytes
+        self.data_location = int(self.hdr[H_DATA_LOCATION])
+        if self.data_location not in (DATA_IN_SEGMENT, DATA_ON_DEVICE):
+            raise CacheError(f'unknown slot data location {self.data_location}')
+        in_segment = self.data_location == DATA_IN_SEGMENT
+        self.stride = SLOT_HEADER_BYTES + (self.slot_bytes if in_segment else 0)
         if HEADER_BYTES + self.capacity * self.stride > len(mm):
             raise CacheError('segment is smaller than its header claims')
         self.slot_words = [
@@ -104,13 +119,27 @@ class _ShmLayout:
         raw = self.mm[offset : offset + size]
         return raw.split(b'\0', 1)[0].decode('utf-8', 'replace')
 
+    def handle(self) -> bytes:
+        """The device memory's IPC handle (cuda_ipc segments)."""
+        n = min(int(self.hdr[H_HANDLE_LEN]), HANDLE_BYTES)
+        return bytes(self.mm[H_HANDLE_OFF : H_HANDLE_OFF + n])
+
     def data_view(self, slot: int, shape, dtype: str) -> np.ndarray:
+        if self.data_location != DATA_IN_SEGMENT:
+            raise CacheError('the slot data of this segment is in device memory')
         return np.ndarray(
             shape,
             np.dtype(dtype),
             buffer=self.mm,
             offset=self.slot_offset(slot) + SLOT_HEADER_BYTES,
         )
+
+
+def _close_quietly(mm: mmap.mmap) -> None:
+    try:
+        mm.close()
+    except BufferError:
+        pass  # a view is still alive somewhere; the mapping goes with it
 
 
 def _round_up(n: int, k: int = 64) -> int:
@@ -121,6 +150,7 @@ class ShmRingWriter:
     """The single writer of a shared-memory ring. Create it before the readers."""
 
     backend = 'shm'
+    data_location = DATA_IN_SEGMENT
 
     def __init__(
         self,
@@ -138,8 +168,9 @@ class ShmRingWriter:
         self.capacity = capacity
         self.slot_shape = tuple(slot_shape)
         self.dtype = dtype
-        slot_bytes = _round_up(int(np.prod(slot_shape)) * np.dtype(dtype).itemsize)
-        size = HEADER_BYTES + capacity * (SLOT_HEADER_BYTES + slot_bytes)
+        slot_bytes = _round_up(int(np.prod(slot_shape)) * ITEMSIZE[dtype])
+        in_segment = self.data_location == DATA_IN_SEGMENT
+        size = HEADER_BYTES + capacity * (SLOT_HEADER_BYTES + (slot_bytes if in_segment else 0))
         self.reclaimed = self._reclaim_stale(logger)
         fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
         try:
@@ -155,6 +186,14 @@ class ShmRingWriter:
         hdr[H_EPOCH] = self.epoch
         hdr[H_CAPACITY] = capacity
         hdr[H_SLOT_BYTES] = slot_bytes
+        hdr[H_DATA_LOCATION] = self.data_location
+        try:
+            self._init_data(hdr, capacity * slot_bytes)
+        except BaseException:  # e.g. no device memory left: leave no segment behind
+            del hdr
+            _close_quietly(self._mm)
+            os.unlink(self.path)
+            raise
         hdr[H_MAGIC] = MAGIC  # last: readers only trust a fully initialised header
         self._l = _ShmLayout(self._mm)
         self._index: dict[str, int] = {}
@@ -163,6 +202,24 @@ class ShmRingWriter:
         self._closed = False
         self.version = ''
         self._write_version(version)
+
+    def _init_data(self, hdr: np.ndarray, nbytes: int) -> None:
+        """Where the slot data lives: here, after each slot header (nothing to set up)."""
+
+    def _check_array(self, array) -> None:
+        if (
+            array.dtype != np.dtype(self.dtype)
+            or array.nbytes > self._l.slot_bytes
+            or array.ndim > 4
+        ):
+            raise CacheError(
+                f'array {tuple(array.shape)} {array.dtype} does not fit a slot of '
+                f'{self._l.slot_bytes} bytes {self.dtype}'
+            )
+
+    def _write_data(self, slot: int, array) -> None:
+        """Copy the representation into the slot; complete when this returns."""
+        self._l.data_view(slot, array.shape, self.dtype)[...] = array
 
     def _reclaim_stale(self, logger) -> bool:
         """Unlink a segment left by a crashed writer; refuse one a live writer owns."""
@@ -239,15 +296,7 @@ class ShmRingWriter:
         )
 
     def put(self, fingerprint: str, stamp_ns: int, array: np.ndarray) -> CacheEntry:
-        if (
-            array.dtype != np.dtype(self.dtype)
-            or array.nbytes > self._l.slot_bytes
-            or array.ndim > 4
-        ):
-            raise CacheError(
-                f'array {array.shape} {array.dtype} does not fit a slot of '
-                f'{self._l.slot_bytes} bytes {self.dtype}'
-            )
+        self._check_array(array)
         if len(fingerprint) != FP_BYTES:
             raise CacheError(f'fingerprint must be {FP_BYTES} hex chars')
         slot = self._next
@@ -263,19 +312,23 @@ class ShmRingWriter:
         w[S_NDIM] = array.ndim
         w[S_SHAPE : S_SHAPE + 4] = list(array.shape) + [0] * (4 - array.ndim)
         w[S_DTYPE] = DTYPE_CODES[self.dtype]
-        w[S_NBYTES] = array.nbytes
+        w[S_NBYTES] = self._nbytes(array)
         w[S_GENERATION] = int(self._l.hdr[H_GENERATION])
         self._mm[off + S_FP_OFF : off + S_FP_OFF + FP_BYTES] = fingerprint.encode('ascii')
         self._mm[off + S_VERSION_OFF : off + S_VERSION_OFF + VERSION_BYTES] = self.version.encode(
             'utf-8'
         ).ljust(VERSION_BYTES, b'\0')
-        self._l.data_view(slot, array.shape, self.dtype)[...] = array
+        self._write_data(slot, array)
         w[S_SEQ] += 1  # even: complete
         key = make_key(fingerprint, self.version)
         self._keys[slot] = key
         self._index[key] = slot
         self._l.hdr[H_LATEST] = slot + 1
         return self._entry(slot)
+
+    @staticmethod
+    def _nbytes(array) -> int:
+        return int(array.nbytes)
 
     def touch(self, entry: CacheEntry, stamp_ns: int) -> CacheEntry:
         if self._keys[entry.slot] != entry.key:
@@ -314,6 +367,7 @@ class ShmRingReader:
     """Attach read-only to a writer's ring; re-attach when the writer restarts."""
 
     backend = 'shm'
+    data_location = DATA_IN_SEGMENT
     REATTACH_CHECK_S = 0.25
 
     def __init__(self, name: str, ttl_ms: float, clock: Callable[[], int] = now_ns):
@@ -326,6 +380,7 @@ class ShmRingReader:
         self._ino = None
         self._next_check = 0.0
         self.epoch = 0
+        self.attach_error = ''  # why the last re-attach failed (reads refuse: no_segment)
         self.attach()
 
     def attach(self) -> bool:
@@ -349,16 +404,47 @@ class ShmRingReader:
         finally:
             os.close(fd)
         try:
-            self._l = _ShmLayout(mm)
+            lay = _ShmLayout(mm)
         except CacheError:
             mm.close()
             return False
+        if lay.data_location != self.data_location:
+            on_device = lay.data_location == DATA_ON_DEVICE
+            del lay  # its views pin the mapping
+            _close_quietly(mm)
+            raise CacheError(
+                f'segment {self.path} keeps its slot data in '
+                f'{"device memory" if on_device else "the segment"}: '
+                f'open it with the {"cuda_ipc" if on_device else "shm"} backend'
+            )
+        try:
+            self._attach_data(lay)
+        except CacheError:
+            del lay
+            _close_quietly(mm)
+            raise
+        self._l = lay
         self._ino = st.st_ino
-        self.epoch = int(self._l.hdr[H_EPOCH])
+        self.epoch = int(lay.hdr[H_EPOCH])
         return True
+
+    def _attach_data(self, lay: _ShmLayout) -> None:
+        """Open what the slot data needs beyond the mapping (nothing for shm)."""
+
+    def _detach_data(self) -> None:
+        """Close what ``_attach_data`` opened."""
+
+    def _data_view(self, lay: _ShmLayout, slot: int, shape, dtype: str):
+        return lay.data_view(slot, shape, dtype)
+
+    def _copy(self, view, into):
+        """Copy a slot's data into the caller's buffer; complete when this returns."""
+        into[...] = view
+        return into
 
     def _detach(self):
         if self._l is not None:
+            self._detach_data()
             mm = self._l.mm
             self._l = None
             try:
@@ -381,7 +467,11 @@ class ShmRingReader:
             except FileNotFoundError:
                 stale = True
         if stale:
-            self.attach()
+            try:
+                self.attach()
+                self.attach_error = ''
+            except CacheError as exc:  # on the read path: refused as no_segment, not raised
+                self.attach_error = str(exc)
 
     @property
     def capacity(self) -> int:
@@ -423,12 +513,11 @@ class ShmRingReader:
         if key is not None and make_key(fp, slot_version) != key:
             return self.stats.refuse(KEY_MISMATCH)
         dtype = DTYPE_NAMES.get(dtype_code)
-        if dtype is None or int(np.prod(shape)) * np.dtype(dtype).itemsize > lay.slot_bytes:
+        if dtype is None or int(np.prod(shape)) * ITEMSIZE[dtype] > lay.slot_bytes:
             return self.stats.refuse(TORN)
-        view = lay.data_view(slot, shape, dtype)
+        view = self._data_view(lay, slot, shape, dtype)
         if copy_into is not None:
-            copy_into[...] = view
-            view = copy_into
+            view = self._copy(view, copy_into)
         if int(w[S_SEQ]) != s1:  # rewritten while we read it
             return self.stats.refuse(TORN)
         age = self.clock() - stamp

@@ -113,7 +113,13 @@ class ReprCacheConfig:
         min=0.1,
         max=60000.0,
     )
-    shm_name: str = param('wam_repr', 'shared-memory segment name under /dev/shm (shm backend)')
+    shm_name: str = param(
+        'wam_repr',
+        'shared-memory segment name under /dev/shm (shm; cuda_ipc keeps its sequence words there)',
+    )
+    cuda_device: int = param(
+        0, 'CUDA device of the cuda_ipc ring (the writer allocates it there)', min=0, max=63
+    )
     mooncake: MooncakeConfig = section(MooncakeConfig)
 
     def validate(self) -> None:
@@ -131,6 +137,15 @@ class ReprCacheWriterConfig(ReprCacheConfig):
         min=1,
         max=65536,
     )
+
+
+def check_device(device: str, cuda_graphs: bool) -> None:
+    """The form of an expert's device setting (whether the device exists is the model
+    loader's check, with the reason 'no CUDA device')."""
+    if not re.fullmatch(r'cpu|cuda(:[0-9]+)?', device):
+        raise ConfigError(f'parameter device must be cpu, cuda or cuda:N, got {device!r}')
+    if cuda_graphs and device == 'cpu':
+        raise ConfigError('parameter cuda_graphs needs a CUDA device (device: cuda)')
 
 
 # ------------------------------------------------------------------------ world expert
@@ -162,6 +177,14 @@ class WorldExpertParams:
         'auto',
         'compute dtype; auto = bf16 where the CPU computes it natively, else fp32',
         choices=PRECISIONS,
+    )
+    device: str = param(
+        'cpu', 'where the world expert computes: cpu | cuda | cuda:N (bf16 is the GPU baseline)'
+    )
+    cuda_graphs: bool = param(
+        False,
+        "capture each batch size's forward (1 .. batch.max_size) as a CUDA graph on activate "
+        '(device cuda)',
     )
     warmup_requests: int = param(
         50, 'encodes of a synthetic frame on activate, before serving', min=0, max=100000
@@ -213,6 +236,7 @@ class WorldExpertParams:
     )
 
     def validate(self) -> None:
+        check_device(self.device, self.cuda_graphs)
         names = [r.strip().strip('/') for r in self.robots]
         bad = [
             r
@@ -291,6 +315,10 @@ class ActionExpertParams:
     precision: str = param(
         'fp32', 'compute dtype (its matrices are small: fp32 is as fast)', choices=PRECISIONS
     )
+    device: str = param('cpu', 'where the action expert computes: cpu | cuda | cuda:N')
+    cuda_graphs: bool = param(
+        False, 'capture prepare and decode as CUDA graphs on activate (device cuda)'
+    )
     warmup_requests: int = param(
         50, 'full ticks on a synthetic representation on activate', min=0, max=100000
     )
@@ -342,6 +370,7 @@ class ActionExpertParams:
     )
 
     def validate(self) -> None:
+        check_device(self.device, self.cuda_graphs)
         for name, limit in self.joint_limits.items():
             limit.check(name)
 

@@ -34,6 +34,7 @@ from transformers import PretrainedConfig, PreTrainedModel
 
 from ..common.robot import TABLETOP_ARM, RobotDescription
 from .contract import ActionExpertSpec, ContractError
+from .cuda_graphs import GraphedCall, device_unavailable
 from .manifest import verify_manifest
 from .precision import DTYPES, resolve_precision
 
@@ -126,14 +127,16 @@ def _axis_rotation(axis: str, angle: torch.Tensor) -> torch.Tensor:
 
 
 def tcp_position(joint_state: torch.Tensor, chain, tcp_offset) -> torch.Tensor:
-    """Joint positions [B, N] -> TCP position [B, 3] in the base frame."""
-    b, dtype = joint_state.shape[0], joint_state.dtype
+    """Joint positions [B, N] -> TCP position [B, 3] in the base frame. The offsets may be
+    lists or tensors already on the joint state's device and dtype (then nothing is
+    copied from the host: what a CUDA graph capture needs)."""
+    b, dtype, device = joint_state.shape[0], joint_state.dtype, joint_state.device
     p = joint_state.new_zeros(b, 3)
-    r = torch.eye(3, dtype=dtype, device=joint_state.device).expand(b, 3, 3)
+    r = torch.eye(3, dtype=dtype, device=device).expand(b, 3, 3)
     for i, (offset, axis) in enumerate(chain):
-        p = p + r @ torch.tensor(offset, dtype=dtype, device=joint_state.device)
+        p = p + r @ torch.as_tensor(offset, dtype=dtype, device=device)
         r = r @ _axis_rotation(axis, joint_state[:, i])
-    return p + r @ torch.tensor(tcp_offset, dtype=dtype, device=joint_state.device)
+    return p + r @ torch.as_tensor(tcp_offset, dtype=dtype, device=device)
 
 
 class ActionExpert(PreTrainedModel):
@@ -197,14 +200,15 @@ class ActionExpert(PreTrainedModel):
         """The tick's policy from object positions [B, 5] (estimated, or given in training)."""
         cfg = self.config
         scale = self._delta_scale(joint_state)
-        tcp = tcp_position(joint_state, cfg.arm_chain, cfg.tcp_offset)
+        chain, tcp_offset, home = self._constants(joint_state)
+        tcp = tcp_position(joint_state, chain, tcp_offset)
         apple, fridge = objects[:, :3], objects[:, 3:5]
         # features scaled to a few units over the workspace: joints by their step bound
         # (x2.5 for an arm joint, x25 for the 4 cm gripper, whose 2 mm moves matter)
         features = torch.cat(
             [
                 joint_state * (1.25 / scale),
-                (tcp - tcp.new_tensor([0.45, 0.0, 0.15])) * 5.0,
+                (tcp - home) * 5.0,
                 (apple - tcp) * 10.0,
                 apple[:, 2:3] * 10.0,
                 (fridge - tcp[:, :2]) * 5.0,
@@ -224,6 +228,25 @@ class ActionExpert(PreTrainedModel):
             s = torch.tensor(self.config.delta_scale, dtype=like.dtype, device=like.device)
             self.__dict__['_scale'] = s
         return s
+
+    def _constants(self, like: torch.Tensor):
+        """The chain's offsets, the TCP offset and the workspace home as tensors on the
+        joint state's device and dtype, made once (not inside every tick, nor a graph)."""
+        cfg = self.config
+        key = (
+            like.dtype,
+            like.device,
+            torch.is_inference_mode_enabled(),  # inference tensors cannot join autograd
+            tuple((tuple(offset), axis) for offset, axis in cfg.arm_chain),
+            tuple(cfg.tcp_offset),
+        )
+        cached = self.__dict__.get('_consts')
+        if cached is None or cached[0] != key:
+            t = lambda v: torch.tensor(v, dtype=like.dtype, device=like.device)  # noqa: E731
+            chain = [(t(offset), axis) for offset, axis in self.config.arm_chain]
+            cached = (key, (chain, t(self.config.tcp_offset), t([0.45, 0.0, 0.15])))
+            self.__dict__['_consts'] = cached
+        return cached[1]
 
     def forward(self, representation, joint_state, subtask):
         """Unified path (baseline, reference sample): prepare + decode in one call."""
@@ -263,7 +286,12 @@ class ObjectMlpExpert:
         device: str = 'cpu',
         robot: RobotDescription = TABLETOP_ARM,
     ):
+        why = device_unavailable(device)
+        if why:
+            raise ContractError(why)
         self.module, self.manifest = load_action_expert(model_dir, precision, device)
+        self._prepare_graph: GraphedCall | None = None
+        self._decode_graph: GraphedCall | None = None
         self.name, self.version = self.manifest.name, self.manifest.version
         cfg, extra = self.module.config, self.manifest.extra
         chain, tcp = arm_chain(robot), list(robot.tcp_offset)
@@ -294,7 +322,30 @@ class ObjectMlpExpert:
         self.device = next(self.module.parameters()).device
 
     def prepare(self, representation: torch.Tensor) -> SceneState:
+        if self._prepare_graph is not None:
+            # a copy: the graph's buffer is rewritten by the next prepare, while this
+            # context still serves the ticks until then
+            return SceneState(self._prepare_graph(representation).clone())
         return self.module.prepare(representation)
 
     def decode(self, context: SceneState, joint_state: torch.Tensor, conditioning: torch.Tensor):
+        if self._decode_graph is not None:
+            return self._decode_graph(context.objects, joint_state, conditioning)
         return self.module.decode(context, joint_state, conditioning)
+
+    def enable_cuda_graphs(self) -> None:
+        """Capture prepare and decode (batch 1, the tick's shapes) as CUDA graphs. Needs
+        the CUDA device. decode's output is the graph's buffer: the ticker copies it to
+        the host before the next tick."""
+        if self.device.type != 'cuda':
+            raise ContractError('CUDA graphs need the action expert on a CUDA device')
+        cfg = self.module.config
+        like = dict(dtype=self.dtype, device=self.device)
+        rep = torch.zeros((1, *self.module.representation_shape), **like)
+        objects = torch.zeros((1, OBJECTS), **like)
+        joints = torch.zeros((1, cfg.num_joints), **like)
+        subtask = torch.zeros((1, cfg.subtask_dim), **like)
+        self._prepare_graph = GraphedCall(lambda r: self.module.objects(r), [rep])
+        self._decode_graph = GraphedCall(
+            lambda o, j, s: self.module.act(o, j, s), [objects, joints, subtask]
+        )

@@ -1,11 +1,13 @@
 """Write deterministic, seeded default model directories (no download needed).
 
-    python -m wam_core.models.default_models --out models [--seed 0]
+    python -m wam_core.models.default_models --out models [--seed 0] [--views front,wrist]
+                                             [--world-size tiny|base]
 
 Each directory gets config.json, model.safetensors and manifest.json (sha256 of
 each file, name, version). The action expert's manifest names the world-expert
 version it pairs with; readers refuse representations of any other version.
-A later training step overwrites these with trained weights.
+A later training step overwrites these with trained weights. ``--world-size base`` writes
+a ViT-B/16 world expert at 224 px (seeded, untrained: for latency figures, ``bench/gpu.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from transformers import ViTModel
 from ..common.robot import TABLETOP_ARM
 from .action_expert import ActionExpert, ActionExpertConfig, default_delta_scale
 from .manifest import write_manifest
-from .world_expert import default_world_config, representation_tokens
+from .world_expert import WORLD_SIZES, representation_tokens
 
 WORLD_NAME = 'wam-world-vit-tiny'
 ACTION_NAME = 'wam-action-object-mlp'
@@ -33,17 +35,27 @@ def write_default_models(
     seed: int = 0,
     joints: int = len(TABLETOP_ARM.joint_names),
     views: tuple[str, ...] = ('front',),
+    world_size: str = 'tiny',
 ) -> dict:
+    if world_size not in WORLD_SIZES:
+        raise ValueError(f'world size {world_size!r}: one of {", ".join(WORLD_SIZES)}')
     version = f'default-seed{seed}' + ('' if views == ('front',) else '-' + '-'.join(views))
+    version += '' if world_size == 'tiny' else f'-{world_size}'
     world_dir, action_dir = os.path.join(out, 'world_expert'), os.path.join(out, 'action_expert')
     torch.manual_seed(seed)
-    world = ViTModel(default_world_config(), add_pooling_layer=False)
+    world = ViTModel(WORLD_SIZES[world_size](), add_pooling_layer=False)
     world.save_pretrained(world_dir)
     write_manifest(
         world_dir,
         WORLD_NAME,
         version,
-        {'seed': seed, 'trained': False, 'type': WORLD_TYPE, 'views': list(views)},
+        {
+            'seed': seed,
+            'trained': False,
+            'type': WORLD_TYPE,
+            'views': list(views),
+            'size': world_size,
+        },
     )
     torch.manual_seed(seed + 1)
     cfg = ActionExpertConfig(
@@ -78,8 +90,11 @@ def main(argv=None) -> int:
     ap.add_argument('--out', default='models')
     ap.add_argument('--seed', type=int, default=0)
     ap.add_argument('--views', default='front', help='camera views, comma-separated (front,wrist)')
+    ap.add_argument('--world-size', default='tiny', choices=sorted(WORLD_SIZES))
     args = ap.parse_args(argv)
-    info = write_default_models(args.out, args.seed, views=tuple(args.views.split(',')))
+    info = write_default_models(
+        args.out, args.seed, views=tuple(args.views.split(',')), world_size=args.world_size
+    )
     print(
         f'default models written: {info["world_dir"]}, {info["action_dir"]} '
         f'(version {info["version"]})'

@@ -21,7 +21,14 @@ class Preprocessor:
     def __call__(self, rgb: np.ndarray) -> torch.Tensor:
         if not (rgb.flags.c_contiguous and rgb.flags.writeable):
             rgb = np.array(rgb)  # ~50 kB copy; torch wants a writable, contiguous buffer
-        x = torch.from_numpy(rgb).permute(2, 0, 1).unsqueeze(0).float()
+        return self._resize_normalise(torch.from_numpy(rgb).permute(2, 0, 1).unsqueeze(0).float())
+
+    def on_device(self, rgb: torch.Tensor) -> torch.Tensor:
+        """The same for a batch of frames already on the device (uint8 [N, H, W, 3]): the
+        frames travel as bytes, a quarter of their float size, and are normalised there."""
+        return self._resize_normalise(rgb.permute(0, 3, 1, 2).float())
+
+    def _resize_normalise(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-2:] != (self.size, self.size):
             x = F.interpolate(
                 x,
@@ -30,5 +37,6 @@ class Preprocessor:
                 align_corners=False,
                 antialias=True,
             )
-        x = x * self._scale + self._shift
-        return x.to(self.dtype)
+        if self._scale.device != x.device:  # moved once, with the first frames on a GPU
+            self._scale, self._shift = self._scale.to(x.device), self._shift.to(x.device)
+        return (x * self._scale + self._shift).to(self.dtype)

@@ -84,6 +84,21 @@ def _load(group: str, check, model_dir: str, precision: str, device: str, robot)
         raise ModelLoadError(f'{model_dir!r}: {type(exc).__name__}: {exc}') from None
 
 
+def enable_cuda_graphs(expert, *args) -> None:
+    """Capture an expert's fixed-shape forwards as CUDA graphs (``enable_cuda_graphs`` is
+    optional in the contract: a plug-in without it is refused with the reason)."""
+    enable = getattr(expert, 'enable_cuda_graphs', None)
+    if enable is None:
+        raise ModelLoadError(
+            f'{type(expert).__name__} ({expert.name}) does not support CUDA graphs: '
+            'set cuda_graphs: false'
+        )
+    try:
+        enable(*args)
+    except Exception as exc:
+        raise ModelLoadError(f'CUDA graph capture failed for {expert.name}: {exc}') from None
+
+
 def load_world_expert(
     model_dir: str,
     precision: str = 'fp32',

@@ -5,6 +5,12 @@ It runs once per distinct observation; each view's last hidden state ([tokens, h
 *representation* the action expert reuses on every control tick. The views it needs
 are the manifest's ``extra.views`` (default: one, ``front``); all views of an
 observation go through one batched forward pass.
+
+On a CUDA device the frames of a forward are staged as bytes in pinned host memory,
+uploaded in one non-blocking copy and normalised on the device; with
+``enable_cuda_graphs`` each batch size's forward is a captured CUDA graph. The host
+waits once per forward: for the representation's copy to the host, or (``on_device``,
+for the ``cuda_ipc`` cache) not at all here — the cache's writer synchronises its copy.
 """
 
 from __future__ import annotations
@@ -16,24 +22,39 @@ import torch
 from transformers import ViTConfig, ViTModel
 
 from .contract import ContractError, Observation, ViewSpec, WorldExpertSpec
+from .cuda_graphs import GraphedCall, device_unavailable
 from .manifest import verify_manifest
 from .precision import DTYPES, resolve_precision
 from .preprocess import Preprocessor
 
 
-def default_world_config() -> ViTConfig:
+def _vit(hidden: int, layers: int, heads: int, image: int) -> ViTConfig:
     return ViTConfig(
-        hidden_size=192,
-        num_hidden_layers=4,
-        num_attention_heads=3,
-        intermediate_size=768,
-        image_size=128,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=4 * hidden,
+        image_size=image,
         patch_size=16,
         num_channels=3,
         hidden_act='gelu',
         layer_norm_eps=1e-6,
         qkv_bias=True,
     )
+
+
+def default_world_config() -> ViTConfig:
+    """The shipped world expert: 4 layers, 192 wide, 128 px (~4 ms on one CPU core)."""
+    return _vit(192, 4, 3, 128)
+
+
+def realistic_world_config() -> ViTConfig:
+    """ViT-B/16 at 224 px (86 M parameters, 197 tokens x 768 per view): the size a robot
+    team deploys on a GPU, for the latency figures (``default_models --world-size base``)."""
+    return _vit(768, 12, 12, 224)
+
+
+WORLD_SIZES = {'tiny': default_world_config, 'base': realistic_world_config}
 
 
 def representation_tokens(cfg: ViTConfig) -> int:
@@ -48,8 +69,15 @@ class WorldExpert:
         self.manifest = verify_manifest(model_dir)  # refuse tampered weights before touching them
         self.version = self.manifest.version
         self.name = self.manifest.name
-        self.dtype = DTYPES[resolve_precision(precision)]
+        why = device_unavailable(device)
+        if why:
+            raise ContractError(why)
+        self.dtype = DTYPES[resolve_precision(precision, device)]
         self.device = torch.device(device)
+        self.on_cuda = self.device.type == 'cuda'
+        self._graphs: dict[int, GraphedCall] = {}  # frames per forward -> its graph
+        # pinned uint8 frames per (count, height, width), and the event of their last upload
+        self._staging: dict[tuple[int, int, int], tuple] = {}
         self.model = ViTModel.from_pretrained(model_dir, add_pooling_layer=False, dtype=self.dtype)
         self.model.eval().to(self.device)
         cfg = self.model.config
@@ -64,6 +92,8 @@ class WorldExpert:
             views=tuple(ViewSpec(v, self.image_size, self.image_size) for v in views),
             view_shape=(self.tokens, self.hidden),
         )
+        # representations stay on the device (a cuda_ipc cache takes them there)
+        self.output_on_device = False
         self.calls = 0  # observations encoded: the "world-expert calls" metric
         self.forwards = 0  # forward passes (a batch of observations is one)
 
@@ -86,12 +116,46 @@ class WorldExpert:
         """One observation (or, for a one-view expert, one HxWx3 uint8 frame)."""
         return self.encode_batch([observation])[0]
 
+    def _pixels(self, frames: list[np.ndarray]) -> torch.Tensor:
+        if not self.on_cuda:
+            return torch.cat([self.preprocess(f) for f in frames])
+        h, w = frames[0].shape[:2]
+        key = (len(frames), h, w)
+        staging, uploaded = self._staging.get(key, (None, None))
+        if staging is None:
+            staging = torch.empty((len(frames), h, w, 3), dtype=torch.uint8).pin_memory()
+            uploaded = torch.cuda.Event()
+        else:
+            uploaded.synchronize()  # the last upload from this buffer is done (it usually is)
+        view = staging.numpy()
+        for i, f in enumerate(frames):
+            view[i] = f
+        on_device = staging.to(self.device, non_blocking=True)
+        uploaded.record()
+        self._staging[key] = (staging, uploaded)
+        return self.preprocess.on_device(on_device)
+
+    def _forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        graph = self._graphs.get(pixels.shape[0])
+        if graph is not None:
+            return graph(pixels)
+        return self.model(pixel_values=pixels).last_hidden_state
+
     @torch.inference_mode()
-    def encode_batch(self, observations) -> list[np.ndarray]:
-        """Several observations (a fleet's robots), every view of each, in one forward."""
+    def encode_batch(self, observations, on_device: bool | None = None) -> list:
+        """Several observations (a fleet's robots), every view of each, in one forward:
+        float32 numpy [V*T, D] each, or with ``on_device`` (default: ``output_on_device``)
+        float32 tensors on the device."""
+        if on_device is None:
+            on_device = self.output_on_device
         frames = [f for o in observations for f in self._frames(o)]
-        pixels = torch.cat([self.preprocess(f) for f in frames]).to(self.device)
-        hidden = self.model(pixel_values=pixels).last_hidden_state.float().cpu().numpy()
+        pixels = self._pixels(frames)
+        hidden = self._forward(pixels)
+        if pixels.shape[0] in self._graphs and hidden.dtype == torch.float32:
+            hidden = hidden.clone()  # the graph's output buffer is rewritten by its next replay
+        hidden = hidden.float()
+        if not on_device:
+            hidden = hidden.cpu().numpy()  # the one wait for the device
         self.calls += len(observations)
         self.forwards += 1
         per = len(self.spec.views)
@@ -99,6 +163,19 @@ class WorldExpert:
             hidden[i * per : (i + 1) * per].reshape(self.spec.shape)
             for i in range(len(observations))
         ]
+
+    def enable_cuda_graphs(self, batch_sizes: tuple[int, ...] = (1,)) -> None:
+        """Capture the forward for each batch size (observations per forward; every view
+        of each is a frame), so serving replays graphs. Needs the CUDA device."""
+        if not self.on_cuda:
+            raise ContractError('CUDA graphs need the world expert on a CUDA device')
+        size = self.image_size
+        for b in batch_sizes:
+            n = b * len(self.spec.views)
+            example = torch.zeros((n, 3, size, size), dtype=self.dtype, device=self.device)
+            self._graphs[n] = GraphedCall(
+                lambda px: self.model(pixel_values=px).last_hidden_state, [example]
+            )
 
     def warmup(self, n: int, batch_sizes: tuple[int, ...] = (1,)) -> float:
         """Run n encodes of a synthetic frame; return the mean seconds per encode."""

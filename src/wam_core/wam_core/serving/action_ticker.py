@@ -66,9 +66,12 @@ class ActionTicker:
         self.timeout_ms = timeout_ms
         dtype = model.dtype  # an expert of the contract (wam_core.models.contract)
         self._dtype = dtype
+        # where the expert computes (a plug-in without the attribute computes on the CPU):
+        # the inputs live there, a cuda_ipc cache's slots already do
+        self._device = torch.device(getattr(model, 'device', 'cpu'))
         self._delta = model.spec.output == 'delta'
-        self._joint = torch.zeros(1, num_joints, dtype=dtype)
-        self._subtask = torch.zeros(1, subtask_dim, dtype=dtype)
+        self._joint = torch.zeros(1, num_joints, dtype=dtype, device=self._device)
+        self._subtask = torch.zeros(1, subtask_dim, dtype=dtype, device=self._device)
         self._joint_np: np.ndarray | None = None
         self._pending_joint: np.ndarray | None = None
         self._pending_subtask: torch.Tensor | None = None
@@ -166,21 +169,26 @@ class ActionTicker:
             return self._degrade(res.reason, stages)
         fresh = res.entry.key != self._scene_key
         if fresh:
-            # Zero-copy: the scene state is computed straight from the cache's buffer, then the
-            # seqlock is re-checked so a slot rewritten meanwhile is never used.
-            rep = torch.from_numpy(res.array).unsqueeze(0)
-            scene = self.model.prepare(rep if rep.dtype == self._dtype else rep.to(self._dtype))
-            if not res.still_valid():
-                self._scene_key = ''
-                return self._degrade('torn', stages)
-            self._scene, self._scene_key = scene, res.entry.key
+            # Zero-copy: the scene state is computed straight from the cache's buffer (a
+            # numpy view, or a tensor on the device for cuda_ipc); the seqlock is re-checked
+            # once the chunk is on the host (below), when every kernel that read the slot has
+            # run, so a slot rewritten meanwhile is never used.
+            arr = res.array
+            rep = (torch.from_numpy(arr) if isinstance(arr, np.ndarray) else arr).unsqueeze(0)
+            if rep.dtype != self._dtype or rep.device != self._device:
+                rep = rep.to(self._device, self._dtype)
+            self._scene, self._scene_key = self.model.prepare(rep), res.entry.key
             self.prepares += 1
             stages['prepare'] = (time.perf_counter() - t1) * 1e3
         t2 = time.perf_counter()
         out = self.model.decode(self._scene, self._joint, self._subtask)[0]
         if self._delta:  # offsets from the state it decoded from -> positions
             out = out + self._joint
-        positions = out.float().cpu().numpy()
+        positions = out.float().cpu().numpy()  # on a GPU: the tick's one wait for the device
+        if fresh and not res.still_valid():
+            self._scene, self._scene_key = None, ''
+            self.prepares -= 1
+            return self._degrade('torn', stages)
         t3 = time.perf_counter()
         stages['forward'] = (t3 - t2) * 1e3
         if (t3 - t0) * 1e3 > self.timeout_ms:
@@ -194,7 +202,7 @@ class ActionTicker:
 
     def warmup(self, n: int, repr_shape) -> None:
         """n full passes on a synthetic representation (not counted as ticks)."""
-        rep = torch.zeros((1,) + tuple(repr_shape), dtype=self._dtype)
+        rep = torch.zeros((1,) + tuple(repr_shape), dtype=self._dtype, device=self._device)
         with torch.inference_mode():
             scene = self.model.prepare(rep)
             for _ in range(n):

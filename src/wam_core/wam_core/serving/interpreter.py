@@ -32,6 +32,12 @@ def shorten_gil_switch_interval() -> None:
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
 
 
+def thaw_heap() -> None:
+    """Undo ``freeze_heap`` (a process that tears its nodes down and goes on): frozen
+    objects become collectable again, cycles among them included."""
+    gc.unfreeze()
+
+
 def freeze_heap() -> int:
     """Collect once, then keep every object alive now out of later collections (call it
     when start-up and warm-up are done; again after more start-up work is cheap: frozen
