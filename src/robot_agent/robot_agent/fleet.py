@@ -43,7 +43,10 @@ from wam_core.common.config import WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config, workspace_root
 from wam_core.common.process import die_with_parent, free_port
-from wam_core.serving.interpreter import shorten_gil_switch_interval
+from wam_core.serving.interpreter import (
+    SHARED_PROCESS_SWITCH_INTERVAL_S,
+    shorten_gil_switch_interval,
+)
 from wam_util.executors import BackgroundSpinner, bring_up, make_executor, spin_slice
 
 from .stack import NAN, Monitor, _count, _latency, close_nodes, stop_processes
@@ -135,7 +138,8 @@ class Fleet:
         self.world = None
         self.actions: dict[str, object] = {}
         self.harnesses: dict[str, object] = {}
-        shorten_gil_switch_interval()  # the ticks must not queue behind other callbacks
+        # the ticks must not queue behind other callbacks (see the interpreter module)
+        shorten_gil_switch_interval(SHARED_PROCESS_SWITCH_INTERVAL_S)
         rclpy.init(args=['fleet'] + self._ros_args)
         self.executor = make_executor()
         self.robots: dict[str, object] = {}

@@ -34,7 +34,11 @@ from wam_core.common.paths import default_config, resolve_path
 from wam_core.common.process import die_with_parent
 from wam_core.common.robot import TABLETOP_ARM
 from wam_core.control.conformance import ConformanceCounter, ControllerRules, violations
-from wam_core.serving.interpreter import shorten_gil_switch_interval, thaw_heap
+from wam_core.serving.interpreter import (
+    SHARED_PROCESS_SWITCH_INTERVAL_S,
+    shorten_gil_switch_interval,
+    thaw_heap,
+)
 from wam_core.serving.latency import LatencyWindow
 from wam_interfaces.msg import (
     ActionExpertStatus,
@@ -206,7 +210,7 @@ class Stack:
         self.world = self.action = None
         # in single-process mode the tick shares the GIL with the encoder thread and
         # every other node's callbacks
-        shorten_gil_switch_interval()
+        shorten_gil_switch_interval(SHARED_PROCESS_SWITCH_INTERVAL_S)
         rclpy.init(args=['stack'] + ros_args)
         self.executor = make_executor()
         if robot == 'sim':

@@ -26,7 +26,10 @@ def test_a_plan_naming_an_object_not_in_view_is_refused_with_what_the_robot_sees
         assert failed, reasons
         assert 'no green banana in view; I see: red apple, fridge' in failed[0], failed
         assert agent.state == 'ABORTED'
-        stack.spin_for(1.2)  # a status round
+        # the task manager's status comes once a second: wait for the one after the refusal
+        stack.spin_for(
+            5.0, until=lambda: stack.monitor.task is not None and stack.monitor.task.plans_refused
+        )
         task = stack.monitor.task
         assert {r.reason: r.count for r in task.plans_refused} == {'not_in_view': 1}
         assert {'red apple', 'fridge'} <= set(task.perceived)
