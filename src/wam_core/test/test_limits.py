@@ -157,3 +157,62 @@ def test_forwarded_points_never_break_a_limit_from_a_moving_command(chunk, frac)
     assert (
         check_trajectory(res.positions, res.times, current, gate, current_velocity=velocity) == []
     )
+
+
+@st.composite
+def smooth_chunks(draw):
+    """Chunks near the limits' edge: velocities as fractions of the limit (some over it),
+    so that both the all-at-once check and the point-by-point pass get work."""
+    h = draw(st.integers(1, 16))
+    frac = np.array(
+        draw(
+            st.lists(
+                st.lists(st.floats(-1.05, 1.05), min_size=3, max_size=3), min_size=h, max_size=h
+            )
+        )
+    )
+    t0 = draw(st.sampled_from([0.0, 0.02]))
+    times = t0 + PERIOD * np.arange(h)
+    current = np.array(
+        [draw(st.floats(-1.0, 1.0)), draw(st.floats(-2.0, 0.5)), draw(st.floats(0.0, 0.04))]
+    )
+    vmax = np.array([LIMITS[n].velocity for n in NAMES])
+    pos = current + np.cumsum(frac * vmax * PERIOD, axis=0)
+    moving = draw(st.booleans())
+    velocity = np.array(draw(st.lists(st.floats(-1, 1), min_size=3, max_size=3))) * vmax
+    return pos, times, current, velocity if moving else None
+
+
+def _apply(gate, chunk):
+    pos, times, current, velocity = chunk
+    try:
+        return gate.apply(NAMES, pos, times, current, current_velocity=velocity)
+    except ChunkRejected as exc:
+        return exc.reason
+
+
+@settings(max_examples=500, deadline=None)
+@given(smooth_chunks())
+def test_the_all_at_once_check_agrees_with_the_point_by_point_pass(chunk):
+    fast, exact = _gate(), _gate()
+    exact._within_bounds = lambda *a: False  # always the point-by-point pass
+    got, want = _apply(fast, chunk), _apply(exact, chunk)
+    if isinstance(want, str):
+        assert got == want
+        return
+    assert not isinstance(got, str)
+    assert got.clamped_points == want.clamped_points
+    assert np.allclose(got.positions, want.positions, rtol=0, atol=1e-12)
+
+
+def test_a_feasible_chunk_takes_the_all_at_once_check():
+    gate = _gate()
+    current = np.array([0.0, 0.0, 0.02])
+    pos = current + np.outer(np.arange(1, 11), [0.002, -0.001, 0.0])
+    times = PERIOD * np.arange(10)
+    assert gate._within_bounds(pos, times, current, None)
+    jump = pos.copy()
+    jump[5, 0] += 0.5  # 25 rad/s for one period
+    assert not gate._within_bounds(jump, times, current, None)
+    res = gate.apply(NAMES, pos, times, current)
+    assert res.clamped_points == 0 and np.array_equal(res.positions, pos)

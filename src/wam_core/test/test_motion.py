@@ -41,6 +41,22 @@ def test_cubic_sampling_passes_through_the_points_with_their_velocities():
     assert np.allclose(traj.sample(11.0)[0], p[-1]) and np.allclose(traj.sample(11.0)[1], 0)
 
 
+def test_sampling_many_times_at_once_is_sampling_each():
+    rng = np.random.default_rng(3)
+    t = np.cumsum(rng.uniform(0.01, 0.05, 8)) - 0.01
+    p, v = rng.normal(size=(8, 3)), rng.normal(size=(8, 3))
+    origin = (9.9, rng.normal(size=3), rng.normal(size=3))
+    for traj in (
+        Trajectory(10.0, t, p, v),
+        Trajectory(10.0, t, p),  # positions only
+        Trajectory(10.0, t[-1:] + 0.2, p[:1], v[:1], origin=origin),  # a braking hold
+    ):
+        ts = 10.0 + np.linspace(-0.2, t[-1] + 0.3, 57)
+        ts[5] = 10.0 + traj.times[0]  # exactly on a point
+        want = np.array([traj.sample(x)[0] for x in ts])
+        assert np.array_equal(traj.sample_positions(ts), want)
+
+
 def test_positions_only_interpolate_linearly():
     traj = Trajectory(0.0, np.array([0.0, 1.0]), np.array([[0.0], [2.0]]))
     p, v = traj.sample(0.25)

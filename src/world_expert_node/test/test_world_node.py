@@ -105,6 +105,12 @@ def test_bad_frames_are_rejected_and_the_node_keeps_encoding(models, ros):
             and d.dtype == 'float32'
         )
         assert d.key.endswith(':' + models['version']) and d.backend == 'inprocess'
+        # what the readers' TTL is spent on, from the camera's stamp: the observation
+        # waiting to be encoded, then its descriptor sent (after the encode)
+        stages = {s.stage: s for s in node._status().latency}
+        queued, published = stages['capture_to_queued'], stages['capture_to_published']
+        assert queued.samples == 3 and published.samples == 3
+        assert 0 <= queued.p50_ms < published.p50_ms < 10_000
     finally:
         node.release()
         ex.shutdown()

@@ -165,7 +165,7 @@ class WorldExpertNode(LifecycleNode):
             for r in self.robots
         }
         self.metrics = NodeMetrics(self, cfg.metrics_port)
-        for stage in ('encode', 'validate', 'cache_write'):  # per observation
+        for stage in timer.stages:  # per observation
             self.metrics.latency(stage, timer.stages[stage])
         self.metrics.status('world_expert', self.status)
         self.metrics.start()
@@ -285,6 +285,7 @@ class WorldExpertNode(LifecycleNode):
                 return
             frame = views[self.views[0]]
             frame.others = {v: views[v] for v in self.views[1:]}
+        self.encoder.timer.add('capture_to_queued', (time.time_ns() - frame.stamp_ns) / 1e6)
         with self._wake:
             self.window.put(robot, frame, time.monotonic())
             self._wake.notify()
@@ -318,6 +319,9 @@ class WorldExpertNode(LifecycleNode):
                     )
                 elif self._running:  # not while shutting down: the context may be gone
                     self._pubs[robot].publish(self._descriptor(robot, frame.source, out))
+                    self.encoder.timer.add(
+                        'capture_to_published', (time.time_ns() - frame.stamp_ns) / 1e6
+                    )
 
     def _descriptor(self, robot: str, msg: Image, out) -> RepresentationDescriptor:
         e = out.entry

@@ -168,46 +168,90 @@ class ClampGate:
         if q.shape != (len(self.joint_names),) or not np.all(np.isfinite(q)):
             self._reject('joint_state', 'no valid current joint state')
         p = p[:, order]
-        out = np.empty_like(p)
         prev = baseline_position(q, self.lower, self.upper)
         v_prev = None
         if current_velocity is not None and np.all(np.isfinite(current_velocity)):
             v_prev = np.asarray(current_velocity, dtype=np.float64)
+        if self._within_bounds(p, t, prev, v_prev):
+            # Nothing to clamp (the nominal case: the action expert bounds its chunks inside
+            # these limits): the point-by-point pass below would return the chunk itself,
+            # up to rounding, at ten times the cost.
+            out = np.clip(p, self.lower, self.upper)
+            self.chunks += 1
+            return GateResult(out, t.copy(), 0, np.abs(out - p))
+        out = np.empty_like(p)
         v_base = v_prev
         clamped = 0
+        # numpy's ufuncs and array methods, not np.clip / np.any: on 7 joints their
+        # Python-level wrappers cost more than the arithmetic (same results)
+        lower, upper, vmax, amax = self.lower, self.upper, self.vmax, self.amax
+        maximum, minimum, sqrt = np.maximum, np.minimum, np.sqrt
+        neg_vmax, two_a = -vmax, 2.0 * amax
         for k in range(p.shape[0]):
             dt = max(t[0], self.period_s) if k == 0 else t[k] - t[k - 1]
             v = (p[k] - prev) / dt
-            lo = np.maximum(-self.vmax, (self.lower - prev) / dt)
-            hi = np.minimum(self.vmax, (self.upper - prev) / dt)
+            lo = maximum(neg_vmax, (lower - prev) / dt)
+            hi = minimum(vmax, (upper - prev) / dt)
+            ad = amax * dt
             if v_prev is not None and not (
                 k == 0 and t[0] <= EPS
             ):  # point 0 "now" is not a segment
-                lo = np.maximum(lo, v_prev - self.amax * dt)
-                hi = np.minimum(hi, v_prev + self.amax * dt)
+                lo = maximum(lo, v_prev - ad)
+                hi = minimum(hi, v_prev + ad)
             # braking: (prev + v dt) + v|v|/(2a) within limits  <=>  v within these roots
-            ad = self.amax * dt
-            hi = np.minimum(
-                hi, -ad + np.sqrt(np.maximum(ad * ad + 2 * self.amax * (self.upper - prev), 0.0))
-            )
-            lo = np.maximum(
-                lo, ad - np.sqrt(np.maximum(ad * ad + 2 * self.amax * (prev - self.lower), 0.0))
-            )
-            if np.any(lo > hi + EPS):
+            ad2 = ad * ad
+            hi = minimum(hi, -ad + sqrt(maximum(ad2 + two_a * (upper - prev), 0.0)))
+            lo = maximum(lo, ad - sqrt(maximum(ad2 + two_a * (prev - lower), 0.0)))
+            if (lo > hi + EPS).any():
                 j = int(np.argmax(lo - hi))
                 self._reject(
                     'infeasible', f'no safe motion for {self.joint_names[j]} at point {k}'
                 )
-            v_safe = np.clip(v, lo, np.maximum(lo, hi))
-            if np.any(np.abs(v_safe - v) * dt > 1e-12):
+            v_safe = minimum(maximum(v, lo), maximum(lo, hi))
+            if (np.abs(v_safe - v) * dt > 1e-12).any():
                 clamped += 1
-            out[k] = np.clip(prev + v_safe * dt, self.lower, self.upper)  # rounding only
+            out[k] = minimum(maximum(prev + v_safe * dt, lower), upper)  # rounding only
             now_point = k == 0 and t[0] <= EPS and v_base is not None
             v_prev = v_base if now_point else (out[k] - prev) / dt
             prev = out[k]
         self.chunks += 1
         self.clamped_points += clamped
         return GateResult(out, t.copy(), clamped, np.abs(out - p))
+
+    def _within_bounds(self, p, t, q0, v0) -> bool:
+        """Whether every point of ``p`` already satisfies the bounds ``apply`` enforces
+        point by point (velocity, position and braking room, acceleration from the previous
+        segment), all points at once: then ``apply`` has nothing to change. Any doubt
+        (a bound crossed, however slightly, or none feasible) is left to the exact pass."""
+        dt = np.empty_like(t)
+        dt[0] = max(t[0], self.period_s)
+        dt[1:] = t[1:] - t[:-1]
+        dt = dt[:, None]
+        prev = np.empty_like(p)
+        prev[0] = q0
+        prev[1:] = p[:-1]
+        v = (p - prev) / dt
+        lo = np.maximum(-self.vmax, (self.lower - prev) / dt)
+        hi = np.minimum(self.vmax, (self.upper - prev) / dt)
+        # the velocity of the segment before each point, as apply carries it
+        now_point = t[0] <= EPS
+        v_before = np.empty_like(v)
+        v_before[1:] = v[:-1]
+        if v0 is not None:
+            v_before[0] = v0
+            if now_point and len(v) > 1:  # point 0 "now" is not a segment: v0 carries on
+                v_before[1] = v0
+        rows = slice(0, None) if v0 is not None and not now_point else slice(1, None)
+        ad = self.amax * dt
+        lo[rows] = np.maximum(lo[rows], v_before[rows] - ad[rows])
+        hi[rows] = np.minimum(hi[rows], v_before[rows] + ad[rows])
+        hi = np.minimum(
+            hi, -ad + np.sqrt(np.maximum(ad * ad + 2 * self.amax * (self.upper - prev), 0.0))
+        )
+        lo = np.maximum(
+            lo, ad - np.sqrt(np.maximum(ad * ad + 2 * self.amax * (prev - self.lower), 0.0))
+        )
+        return bool(((lo <= v) & (v <= hi)).all())
 
 
 def check_trajectory(

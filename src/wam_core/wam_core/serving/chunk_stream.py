@@ -83,7 +83,7 @@ class ChunkStream:
         cmd = self.tracker.command
         if vel is not None and cmd is not None:
             w = blend_weights(len(rows), self.blend_points)[:, None]
-            old = np.array([cmd.sample(stamp + j * self.period_s)[0] for j in range(len(rows))])
+            old = cmd.sample_positions(stamp + self.period_s * np.arange(len(rows)))
             rows = (1.0 - w) * old + w * rows
         times = self.period_s * np.arange(len(rows))
         pos = self.bound.apply(self.joint_names, rows, times, base, vel).positions

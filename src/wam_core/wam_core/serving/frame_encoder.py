@@ -81,7 +81,12 @@ class FrameEncoder:
         self.hits = 0  # identical frames served from the cache
         self.timeouts = 0  # encodes slower than the world timeout
         self.rejected: dict[str, int] = {}
-        self.timer = StageTimer('validate', 'encode', 'cache_write')
+        # capture_to_queued / capture_to_published: wall clock from the camera's stamp to the
+        # observation complete and waiting to be encoded / to its descriptor sent (the node
+        # adds them): together with the camera period, what the readers' TTL is spent on
+        self.timer = StageTimer(
+            'validate', 'encode', 'cache_write', 'capture_to_queued', 'capture_to_published'
+        )
 
     def reject(self, reason: str) -> None:
         self.rejected[reason] = self.rejected.get(reason, 0) + 1
