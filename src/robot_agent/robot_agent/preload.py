@@ -19,14 +19,14 @@ import rclpy  # noqa: F401
 import torch  # noqa: F401
 import transformers  # noqa: F401
 
+# the lazily resolved classes: the world expert's ViT, and the shipped embedding model
+# (all-MiniLM-L6-v2, a BERT) with its fast tokenizer
+from transformers import AutoModel, AutoTokenizer, BertModel, BertTokenizerFast  # noqa: F401
+
 import action_expert_node.node  # noqa: F401
 import harness_node.node  # noqa: F401
 import world_expert_node.node  # noqa: F401
 from wam_core.models import action_expert, world_expert  # noqa: F401
 from wam_core.planning import llm  # noqa: F401
-
-# the lazily resolved classes: the world expert's ViT, and the shipped embedding model
-# (all-MiniLM-L6-v2, a BERT) with its fast tokenizer
-from transformers import AutoModel, AutoTokenizer, BertModel, BertTokenizerFast  # noqa: F401
 
 gc.freeze()

@@ -58,7 +58,6 @@ class Trajectory:
             return p0 + s * (p1 - p0), (p1 - p0) / h
         return hermite(p0, vel[k - 1], p1, vel[k], h, s)
 
-
     def sample_positions(self, ts) -> np.ndarray:
         """``sample(t)[0]`` for every t of ``ts`` ([K] absolute times) -> [K, N], the points
         between two of the trajectory's in one vectorised pass (the same arithmetic)."""
