@@ -13,9 +13,17 @@ p99, world calls per distinct frame (the one furthest from 1.00), mean frames pe
 forward pass, degraded-tick share, and the memory of every process together (RSS summed
 and PSS, which counts shared libraries once). ``capacity_robots`` is the largest N whose
 worst robot keeps tick p99 <= 12 ms, period p99 <= 21 ms, degraded ticks < 1 % and
-obs->action p99 <= 60 ms. Then the same robot count again with the Mooncake Store
-between a world host (127.0.0.2) and a robot host (127.0.0.3): section ``cross_host``.
-Writes sections ``fleet`` and ``cross_host`` of bench/report.json.
+obs->action p99 <= 60 ms. Each N also reports where the representation's time to live
+goes: the world expert's encode p50/p99 and the camera stamp -> descriptor sent p50/p99
+(with a 30 Hz camera the newest representation is a camera period older when the next
+one lands, so a TTL of 50 ms leaves ~17 ms for that) and the CPU cores used by role.
+
+The curve is measured with the shipped world expert (front and wrist views), then again
+(``--one-view-robots``, section ``fleet.one_view``) with a seeded one-view pair of the
+same architecture on the front camera: a world expert half as costly. Then the cross-host
+robot count again with the Mooncake Store between a world host (127.0.0.2) and a robot
+host (127.0.0.3): section ``cross_host``. Writes sections ``fleet`` and ``cross_host``
+of bench/report.json.
 """
 
 from __future__ import annotations
@@ -25,7 +33,10 @@ import math
 import os
 import random
 import sys
+import tempfile
 import time
+
+from hot_path import one_view_args  # bench/, beside this script
 
 from robot_agent.fleet import Fleet
 from wam_system_tests.report import update_report
@@ -68,7 +79,9 @@ def _worst(values: list[float]) -> float:
     return max(finite) if finite else float('nan')
 
 
-def measure(n: int, seconds: float, warmup: float, cache: str = 'shm') -> dict:
+def measure(
+    n: int, seconds: float, warmup: float, cache: str = 'shm', extra: list[str] | None = None
+) -> dict:
     os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
     shm = f'wam_fleet_{os.getpid()}_{n}'
     t_start = time.monotonic()
@@ -77,7 +90,7 @@ def measure(n: int, seconds: float, warmup: float, cache: str = 'shm') -> dict:
         'multi',
         robot='synthetic',
         cache=cache,
-        extra_args=['-p', f'repr_cache.shm_name:={shm}'],
+        extra_args=['-p', f'repr_cache.shm_name:={shm}', *(extra or [])],
     )
     try:
         fleet.wait_ready(300)
@@ -115,11 +128,48 @@ def measure(n: int, seconds: float, warmup: float, cache: str = 'shm') -> dict:
         'bring_up_s': up_s,
         # where the time goes: CPU cores used by role over the measured window (2 here)
         'cpu_cores_by_role': {k: (cpu1[k] - cpu0[k]) / seconds for k in cpu0},
+        'world_encode_ms_p50': _worst([s['encode_ms_p50'] for s in stats.values()]),
         'world_encode_ms_p99': _worst([s['encode_ms_p99'] for s in stats.values()]),
+        'capture_to_published_ms_p50': _worst(
+            [s['capture_to_published_ms_p50'] for s in stats.values()]
+        ),
+        'capture_to_published_ms_p99': _worst(
+            [s['capture_to_published_ms_p99'] for s in stats.values()]
+        ),
     }
     out['within_limits'] = all(out[k] <= v for k, v in LIMITS.items())
     out['misses'] = [f'{k} {out[k]:.3g} > {v}' for k, v in LIMITS.items() if not out[k] <= v]
     return out
+
+
+def curve(counts: list[int], args, tag: str, extra: list[str] | None = None):
+    """Each N of ``counts`` measured: (per N, capacity_robots, the first failing N or None)."""
+    per_n = {}
+    for n in counts:
+        print(
+            f'[{tag}] {n} robot(s): bring-up, {args.warmup:.0f} s warm-up, '
+            f'{args.seconds:.0f} s measured',
+            flush=True,
+        )
+        per_n[str(n)] = r = measure(n, args.seconds, args.warmup, extra=extra)
+        print(
+            f'[{tag}] N={n}: tick p99 {r["tick_ms_p99"]:.2f} ms, period p99 '
+            f'{r["period_ms_p99"]:.2f} ms, repr age p99 {r["repr_age_ms_p99"]:.1f} ms, '
+            f'obs->action p99 {r["obs_to_action_ms_p99"]:.1f} ms, calls/frame '
+            f'{r["world_calls_per_frame"]:.2f}, batch {r["batch_mean"]:.2f}, degraded '
+            f'{r["degraded_share"] * 100:.1f}%, memory RSS {r["rss_mb_total"]:.0f} MB / PSS '
+            f'{r["pss_mb_total"]:.0f} MB; CPU cores '
+            + ', '.join(f'{k} {v:.2f}' for k, v in r['cpu_cores_by_role'].items())
+            + f'; world encode p50/p99 {r["world_encode_ms_p50"]:.1f}/'
+            f'{r["world_encode_ms_p99"]:.1f} ms, camera stamp -> descriptor p50/p99 '
+            f'{r["capture_to_published_ms_p50"]:.1f}/{r["capture_to_published_ms_p99"]:.1f} ms'
+            + (f'; misses: {", ".join(r["misses"])}' if r['misses'] else ''),
+            flush=True,
+        )
+    failing = [n for n in counts if not per_n[str(n)]['within_limits']]
+    # the largest N below the first failing one: a fleet grows one robot at a time
+    capacity = max([n for n in counts if not failing or n < failing[0]], default=0)
+    return per_n, capacity, failing[0] if failing else None
 
 
 def main(argv=None) -> int:
@@ -128,31 +178,14 @@ def main(argv=None) -> int:
     ap.add_argument('--seconds', type=float, default=60.0)
     ap.add_argument('--warmup', type=float, default=15.0)
     ap.add_argument('--cross-host-robots', type=int, default=2)
+    ap.add_argument(
+        '--one-view-robots',
+        default='1,2,4',
+        help="the curve again with a one-view world expert ('': skip)",
+    )
     args = ap.parse_args(argv)
     counts = [int(x) for x in args.robots.split(',')]
-    per_n = {}
-    for n in counts:
-        print(
-            f'[fleet] {n} robot(s): bring-up, {args.warmup:.0f} s warm-up, '
-            f'{args.seconds:.0f} s measured',
-            flush=True,
-        )
-        per_n[str(n)] = r = measure(n, args.seconds, args.warmup)
-        print(
-            f'[fleet] N={n}: tick p99 {r["tick_ms_p99"]:.2f} ms, period p99 '
-            f'{r["period_ms_p99"]:.2f} ms, repr age p99 {r["repr_age_ms_p99"]:.1f} ms, '
-            f'obs->action p99 {r["obs_to_action_ms_p99"]:.1f} ms, calls/frame '
-            f'{r["world_calls_per_frame"]:.2f}, batch {r["batch_mean"]:.2f}, degraded '
-            f'{r["degraded_share"] * 100:.1f}%, memory RSS {r["rss_mb_total"]:.0f} MB / PSS '
-            f'{r["pss_mb_total"]:.0f} MB; CPU cores '
-            + ', '.join(f'{k} {v:.2f}' for k, v in r['cpu_cores_by_role'].items())
-            + f'; world encode p99 {r["world_encode_ms_p99"]:.1f} ms'
-            + (f'; misses: {", ".join(r["misses"])}' if r['misses'] else ''),
-            flush=True,
-        )
-    first = [n for n in counts if not per_n[str(n)]['within_limits']]
-    # the largest N below the first failing one: a fleet grows one robot at a time
-    capacity = max([n for n in counts if not first or n < first[0]], default=0)
+    per_n, capacity, first = curve(counts, args, 'fleet')
     base = per_n[str(counts[0])]
     per_robot_mb = {
         str(n): (per_n[str(n)]['pss_mb_total'] - base['pss_mb_total']) / (n - counts[0])
@@ -164,15 +197,37 @@ def main(argv=None) -> int:
         'per_n': per_n,
         'capacity_robots': capacity,
         'limits': LIMITS,
-        'first_failing_n': first[0] if first else None,
-        'first_failing_misses': per_n[str(first[0])]['misses'] if first else [],
+        'first_failing_n': first,
+        'first_failing_misses': per_n[str(first)]['misses'] if first else [],
         'pss_mb_per_added_robot': per_robot_mb,
         'seconds': args.seconds,
         'camera_hz': 30.0,
         'image_px': 128,
+        'views': ['front', 'wrist'],  # the shipped world expert's
     }
+    if args.one_view_robots:
+        # the same curve with a world expert half as costly: one view (a seeded pair of the
+        # same architecture on the front camera), to show what the world expert's cost
+        # does to the capacity
+        with tempfile.TemporaryDirectory() as tmp:
+            ov_counts = [int(x) for x in args.one_view_robots.split(',')]
+            ov_per_n, ov_capacity, ov_first = curve(
+                ov_counts, args, 'fleet one view', one_view_args(tmp)
+            )
+        fleet_section['one_view'] = {
+            'robots': ov_counts,
+            'per_n': ov_per_n,
+            'capacity_robots': ov_capacity,
+            'first_failing_n': ov_first,
+            'first_failing_misses': ov_per_n[str(ov_first)]['misses'] if ov_first else [],
+        }
     update_report('fleet', fleet_section)
     print(f'[fleet] capacity_robots = {capacity}; PSS per added robot {per_robot_mb}', flush=True)
+    if 'one_view' in fleet_section:
+        print(
+            f'[fleet one view] capacity_robots = {fleet_section["one_view"]["capacity_robots"]}',
+            flush=True,
+        )
 
     n = args.cross_host_robots
     print(f'[cross_host] {n} robots with the Mooncake Store (127.0.0.2 -> 127.0.0.3)', flush=True)

@@ -310,7 +310,11 @@ class Fleet:
             'cache_read_ms_p99': _latency(a, 'cache_read', 'p99_ms'),
             'fetch_ms_p50': _latency(a, 'fetch', 'p50_ms'),  # mooncake only
             'fetch_ms_p99': _latency(a, 'fetch', 'p99_ms'),
+            'encode_ms_p50': _latency(w, 'encode', 'p50_ms'),
             'encode_ms_p99': _latency(w, 'encode', 'p99_ms'),
+            # camera stamp -> descriptor sent: with the camera period, what the TTL is spent on
+            'capture_to_published_ms_p50': _latency(w, 'capture_to_published', 'p50_ms'),
+            'capture_to_published_ms_p99': _latency(w, 'capture_to_published', 'p99_ms'),
             'frames': NAN if mine is None else float(mine.frames),
             'world_calls_per_frame': NAN if mine is None else mine.calls_per_distinct_frame,
             'forwarded': float(m.forwarded),
