@@ -36,8 +36,6 @@ import sys
 import tempfile
 import time
 
-from hot_path import one_view_args  # bench/, beside this script
-
 from robot_agent.fleet import Fleet
 from wam_system_tests.report import update_report
 
@@ -142,6 +140,23 @@ def measure(
     return out
 
 
+def one_view_overlay(tmp: str) -> list[str]:
+    """ROS arguments for a one-view fleet: a seeded one-view pair and the robots' front
+    camera alone, as a parameter-file overlay (a ``-p node:name:=value`` rule does not
+    reach a node in a robot's namespace; a ``/**/node`` block does)."""
+    from wam_core.models.default_models import write_default_models
+
+    info = write_default_models(tmp, views=('front',))
+    path = os.path.join(tmp, 'one_view.yaml')
+    with open(path, 'w', encoding='utf-8') as fh:
+        fh.write(
+            f"/**/world_expert:\n  ros__parameters:\n    model_dir: '{info['world_dir']}'\n"
+            f"/**/action_expert:\n  ros__parameters:\n    model_dir: '{info['action_dir']}'\n"
+            '/**/synthetic_robot:\n  ros__parameters:\n    cameras: [front]\n'
+        )
+    return ['--params-file', path]
+
+
 def curve(counts: list[int], args, tag: str, extra: list[str] | None = None):
     """Each N of ``counts`` measured: (per N, capacity_robots, the first failing N or None)."""
     per_n = {}
@@ -205,6 +220,7 @@ def main(argv=None) -> int:
         'image_px': 128,
         'views': ['front', 'wrist'],  # the shipped world expert's
     }
+    update_report('fleet', fleet_section)  # now: the one-view curve adds to it
     if args.one_view_robots:
         # the same curve with a world expert half as costly: one view (a seeded pair of the
         # same architecture on the front camera), to show what the world expert's cost
@@ -212,7 +228,7 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             ov_counts = [int(x) for x in args.one_view_robots.split(',')]
             ov_per_n, ov_capacity, ov_first = curve(
-                ov_counts, args, 'fleet one view', one_view_args(tmp)
+                ov_counts, args, 'fleet one view', one_view_overlay(tmp)
             )
         fleet_section['one_view'] = {
             'robots': ov_counts,
