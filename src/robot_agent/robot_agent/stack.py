@@ -144,7 +144,10 @@ def override(node: str, name: str, value) -> list[str]:
 
     A plain ``-p name:=value`` is a wildcard (``/**``) setting, and rcl lets a node's own
     block in the parameter file win over wildcards: only ``-p node:name:=value`` reaches a
-    parameter that config/wam.yaml sets in that node's block."""
+    parameter that config/wam.yaml sets in that node's block. Only in the root namespace:
+    such a rule does not reach ``/robot1/node`` (checked with these wheels), and rcl's
+    command line has no syntax for a namespaced node; a fleet's nodes take a parameter
+    file with a ``/**/node`` block instead (``bench/fleet.py``'s one-view overlay)."""
     text = str(value).lower() if isinstance(value, bool) else str(value)
     return ['-p', f'{node}:{name}:={text}']
 
