@@ -184,24 +184,17 @@ class ClampGate:
         clamped = 0
         # numpy's ufuncs and array methods, not np.clip / np.any: on 7 joints their
         # Python-level wrappers cost more than the arithmetic (same results)
-        lower, upper, vmax, amax = self.lower, self.upper, self.vmax, self.amax
-        maximum, minimum, sqrt = np.maximum, np.minimum, np.sqrt
-        neg_vmax, two_a = -vmax, 2.0 * amax
+        maximum, minimum = np.maximum, np.minimum
         for k in range(p.shape[0]):
             dt = max(t[0], self.period_s) if k == 0 else t[k] - t[k - 1]
             v = (p[k] - prev) / dt
-            lo = maximum(neg_vmax, (lower - prev) / dt)
-            hi = minimum(vmax, (upper - prev) / dt)
-            ad = amax * dt
+            lo, hi = self._bounds(prev, dt)
             if v_prev is not None and not (
                 k == 0 and t[0] <= EPS
             ):  # point 0 "now" is not a segment
+                ad = self.amax * dt
                 lo = maximum(lo, v_prev - ad)
                 hi = minimum(hi, v_prev + ad)
-            # braking: (prev + v dt) + v|v|/(2a) within limits  <=>  v within these roots
-            ad2 = ad * ad
-            hi = minimum(hi, -ad + sqrt(maximum(ad2 + two_a * (upper - prev), 0.0)))
-            lo = maximum(lo, ad - sqrt(maximum(ad2 + two_a * (prev - lower), 0.0)))
             if (lo > hi + EPS).any():
                 j = int(np.argmax(lo - hi))
                 self._reject(
@@ -210,13 +203,33 @@ class ClampGate:
             v_safe = minimum(maximum(v, lo), maximum(lo, hi))
             if (np.abs(v_safe - v) * dt > 1e-12).any():
                 clamped += 1
-            out[k] = minimum(maximum(prev + v_safe * dt, lower), upper)  # rounding only
+            out[k] = minimum(maximum(prev + v_safe * dt, self.lower), self.upper)  # rounding
             now_point = k == 0 and t[0] <= EPS and v_base is not None
             v_prev = v_base if now_point else (out[k] - prev) / dt
             prev = out[k]
         self.chunks += 1
         self.clamped_points += clamped
         return GateResult(out, t.copy(), clamped, np.abs(out - p))
+
+    def _bounds(self, prev, dt):
+        """(lo, hi) of the velocity from ``prev`` over ``dt`` (one point, or every point at
+        once with dt as a column): the velocity limit, the room to the position limits,
+        and the room to brake before them; the acceleration bound is the caller's (it
+        depends on the segment before)."""
+        maximum, minimum, sqrt = np.maximum, np.minimum, np.sqrt
+        lower, upper, amax = self.lower, self.upper, self.amax
+        ad = amax * dt
+        ad2, two_a = ad * ad, 2.0 * amax
+        # braking: (prev + v dt) + v|v|/(2a) within limits  <=>  v within these roots
+        lo = maximum(
+            maximum(-self.vmax, (lower - prev) / dt),
+            ad - sqrt(maximum(ad2 + two_a * (prev - lower), 0.0)),
+        )
+        hi = minimum(
+            minimum(self.vmax, (upper - prev) / dt),
+            -ad + sqrt(maximum(ad2 + two_a * (upper - prev), 0.0)),
+        )
+        return lo, hi
 
     def _within_bounds(self, p, t, q0, v0) -> bool:
         """Whether every point of ``p`` already satisfies the bounds ``apply`` enforces
@@ -231,8 +244,7 @@ class ClampGate:
         prev[0] = q0
         prev[1:] = p[:-1]
         v = (p - prev) / dt
-        lo = np.maximum(-self.vmax, (self.lower - prev) / dt)
-        hi = np.minimum(self.vmax, (self.upper - prev) / dt)
+        lo, hi = self._bounds(prev, dt)
         # the velocity of the segment before each point, as apply carries it
         now_point = t[0] <= EPS
         v_before = np.empty_like(v)
@@ -242,15 +254,9 @@ class ClampGate:
             if now_point and len(v) > 1:  # point 0 "now" is not a segment: v0 carries on
                 v_before[1] = v0
         rows = slice(0, None) if v0 is not None and not now_point else slice(1, None)
-        ad = self.amax * dt
-        lo[rows] = np.maximum(lo[rows], v_before[rows] - ad[rows])
-        hi[rows] = np.minimum(hi[rows], v_before[rows] + ad[rows])
-        hi = np.minimum(
-            hi, -ad + np.sqrt(np.maximum(ad * ad + 2 * self.amax * (self.upper - prev), 0.0))
-        )
-        lo = np.maximum(
-            lo, ad - np.sqrt(np.maximum(ad * ad + 2 * self.amax * (prev - self.lower), 0.0))
-        )
+        ad = self.amax * dt[rows]
+        lo[rows] = np.maximum(lo[rows], v_before[rows] - ad)
+        hi[rows] = np.minimum(hi[rows], v_before[rows] + ad)
         return bool(((lo <= v) & (v <= hi)).all())
 
 
