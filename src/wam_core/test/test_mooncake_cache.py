@@ -135,3 +135,50 @@ def test_fetch_across_processes_on_descriptor_and_refusals(master):
         q_in.put(None)
         writer.join(timeout=20)
         reader.close()
+
+
+BIG = (37, 304, 256)  # π0 base's prefix with one camera: 18 layers x 2 + the mask plane
+
+
+def _big_writer_proc(cfg, q_out, q_done):
+    """The world host puts one megabyte bfloat16 representation (as its 16-bit words)."""
+    w = MooncakeWriter(cfg, 'v1', BIG, robot='robot1', capacity=2)
+    words = np.random.default_rng(3).integers(0, 1 << 16, BIG, dtype=np.uint16)
+    e = w.put('big', time.time_ns(), words, 'bfloat16')
+    q_out.put((w.object_of(e), e.key, e.version, e.stamp_ns, e.checksum, e.dtype, words.sum()))
+    q_done.get(timeout=60)  # until the reader has fetched it
+    w.close()
+
+
+def test_a_megabyte_bfloat16_prefix_crosses_hosts_intact(master):
+    cfg = MooncakeConfig(
+        master_address=master.master_address,
+        metadata_server=master.metadata_server,
+        local_hostname=WORLD_HOST,
+        reader_hostname=ROBOT_HOST,
+        global_segment_mb=32,
+        local_buffer_mb=16,
+    )
+    ctx = mp.get_context('spawn')
+    q_out, q_done = ctx.Queue(), ctx.Queue()
+    writer = ctx.Process(target=_big_writer_proc, args=(cfg, q_out, q_done), daemon=True)
+    writer.start()
+    reader = MooncakeReader(cfg, ttl_ms=10_000.0, robot='robot1')
+    ready, fetch_ms = [], []
+    reader.on_ready = ready.append
+    reader.on_fetch_ms = fetch_ms.append
+    try:
+        name, key, version, stamp, crc, dtype, total = q_out.get(timeout=30)
+        assert dtype == 'bfloat16'
+        reader.prefetch(RemoteRepresentation(name, key, version, stamp, BIG, dtype, crc, 1))
+        assert _wait(lambda: len(ready) == 1, 10), reader.fetch_refused
+        got = reader.read(ready[0].slot, 'v1', ready[0].key)
+        assert got.ok and got.entry.dtype == 'bfloat16'
+        assert got.array.dtype == np.uint16 and got.array.shape == BIG
+        assert got.array.nbytes == 37 * 304 * 256 * 2  # 5.8 MB
+        assert int(got.array.sum()) == int(total)  # the writer's words, checksum verified
+        assert fetch_ms and fetch_ms[0] > 0
+    finally:
+        q_done.put(None)
+        reader.close()
+        writer.join(timeout=20)

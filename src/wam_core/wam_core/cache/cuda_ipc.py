@@ -33,7 +33,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .protocol import CacheError, now_ns
+from .protocol import CacheError, now_ns, storage_dtype
 from .shm import (
     DATA_ON_DEVICE,
     H_DEVICE,
@@ -51,6 +51,11 @@ def _torch():
     import torch
 
     return torch
+
+
+def _as_torch(array: np.ndarray, dtype: str):
+    """A host array in the ring's storage words as a torch tensor of ``dtype``."""
+    return _torch().from_numpy(np.ascontiguousarray(array)).view(torch_dtype(dtype))
 
 
 def torch_dtype(name: str):
@@ -197,9 +202,9 @@ class CudaIpcRingWriter(ShmRingWriter):
     def _check_array(self, array) -> None:
         torch = _torch()
         if not isinstance(array, torch.Tensor):
-            if not isinstance(array, np.ndarray) or array.dtype != np.dtype(self.dtype):
+            if not isinstance(array, np.ndarray) or array.dtype != storage_dtype(self.dtype):
                 raise CacheError(f'a {self.dtype} torch tensor or numpy array is needed')
-            array = torch.from_numpy(np.ascontiguousarray(array))
+            array = _as_torch(array, self.dtype)
         nbytes = array.numel() * array.element_size()
         if array.dtype != torch_dtype(self.dtype) or nbytes > self._l.slot_bytes or array.ndim > 4:
             raise CacheError(
@@ -214,9 +219,8 @@ class CudaIpcRingWriter(ShmRingWriter):
         return int(array.numel() * array.element_size())
 
     def _write_data(self, slot: int, array) -> None:
-        torch = _torch()
         if isinstance(array, np.ndarray):
-            array = torch.from_numpy(np.ascontiguousarray(array))
+            array = _as_torch(array, self.dtype)
         dst = _slot_view(self._region, self._l.slot_bytes, slot, array.shape, self.dtype)
         dst.copy_(array)
         self.memory.synchronize()  # complete before the sequence turns even

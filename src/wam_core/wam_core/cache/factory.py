@@ -13,22 +13,40 @@ def segment_name(shm_name: str, robot: str = '') -> str:
     return f'{shm_name}_{robot.replace("/", "_")}' if robot else shm_name
 
 
-def open_cache_writer(cfg, version: str, slot_shape, logger=print, robot: str = '') -> CacheWriter:
-    """The world expert's cache for one robot ('inprocess' needs no segment)."""
+def ring_slots(capacity: int, max_slots: int = 0) -> int:
+    """Slots of a ring: the configured capacity, or fewer where the model says so (a
+    representation of megabytes: 512 slots of a 15 MB VLM prefix would be 7.5 GB, and a
+    tick only ever wants the newest few)."""
+    return min(capacity, max_slots) if max_slots > 0 else capacity
+
+
+def open_cache_writer(
+    cfg,
+    version: str,
+    slot_shape,
+    logger=print,
+    robot: str = '',
+    dtype: str = 'float32',
+    max_slots: int = 0,
+) -> CacheWriter:
+    """The world expert's cache for one robot ('inprocess' needs no segment): slots of
+    ``slot_shape`` and ``dtype`` (the world expert's spec), at most ``max_slots`` of them."""
+    capacity = ring_slots(cfg.capacity, max_slots)
     if cfg.backend == 'inprocess':
-        return InProcessCache(cfg.capacity, cfg.ttl_ms, version)
+        return InProcessCache(capacity, cfg.ttl_ms, version)
     if cfg.backend == 'shm':
         return ShmRingWriter(
-            segment_name(cfg.shm_name, robot), cfg.capacity, slot_shape, version, logger=logger
+            segment_name(cfg.shm_name, robot), capacity, slot_shape, version, dtype, logger
         )
     if cfg.backend == 'cuda_ipc':
         from .cuda_ipc import CudaIpcRingWriter
 
         return CudaIpcRingWriter(
             segment_name(cfg.shm_name, robot),
-            cfg.capacity,
+            capacity,
             slot_shape,
             version,
+            dtype,
             logger=logger,
             device=cfg.cuda_device,
         )
@@ -37,7 +55,7 @@ def open_cache_writer(cfg, version: str, slot_shape, logger=print, robot: str = 
 
         # objects kept in the store per robot (the older ones are removed): a tick only
         # ever wants the newest, and the world host lends the store a bounded segment
-        return MooncakeWriter(cfg.mooncake, version, slot_shape, robot, min(cfg.capacity, 64))
+        return MooncakeWriter(cfg.mooncake, version, slot_shape, robot, min(capacity, 64))
     raise CacheError(f'unknown representation-cache backend {cfg.backend!r}')
 
 

@@ -54,6 +54,19 @@ class InProcessCache:
             self.version = version
             self.clear()
 
+    def set_capacity(self, capacity: int) -> None:
+        """Fewer (or more) slots, for a model whose representations are large; empties
+        the ring (called at configure, before anything is served)."""
+        if capacity < 1:
+            raise CacheError('capacity must be >= 1')
+        if capacity != self.capacity:
+            self.clear()
+            self.capacity = capacity
+            self._slots = [None] * capacity
+            # sequences keep counting up: a read taken before can never look valid again
+            self._seq = [max(self._seq) + 2] * capacity
+            self._next = 0
+
     def clear(self) -> None:
         for i in range(self.capacity):
             if self._slots[i] is not None:
@@ -66,7 +79,11 @@ class InProcessCache:
         slot = self._index.get(make_key(fingerprint, self.version))
         return None if slot is None else self._slots[slot][0]
 
-    def put(self, fingerprint: str, stamp_ns: int, array: np.ndarray) -> CacheEntry:
+    def put(
+        self, fingerprint: str, stamp_ns: int, array: np.ndarray, dtype: str | None = None
+    ) -> CacheEntry:
+        """``dtype``: the representation's dtype when its array stores it as other words
+        (bfloat16 as uint16, ``protocol.storage_dtype``); default: the array's own."""
         slot = self._next
         self._next = (slot + 1) % self.capacity
         old = self._slots[slot]
@@ -82,7 +99,7 @@ class InProcessCache:
             self._seq[slot],
             int(stamp_ns),
             tuple(array.shape),
-            str(array.dtype),
+            dtype or str(array.dtype),
         )
         array.setflags(write=False)  # readers share it: nobody may mutate it
         self._slots[slot] = (entry, array)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .inprocess import InProcessCache
-from .protocol import CacheEntry, CacheError, ReadResult, make_key, now_ns
+from .protocol import CacheEntry, CacheError, ReadResult, make_key, now_ns, storage_dtype
 
 SIZE_MISMATCH, CHECKSUM, FETCH_FAILED, SUPERSEDED = (
     'size_mismatch',
@@ -153,7 +153,11 @@ class MooncakeWriter:
             return None
         return entry
 
-    def put(self, fingerprint: str, stamp_ns: int, array: np.ndarray) -> CacheEntry:
+    def put(
+        self, fingerprint: str, stamp_ns: int, array: np.ndarray, dtype: str | None = None
+    ) -> CacheEntry:
+        """``dtype``: the representation's dtype where the array stores it as other words
+        (bfloat16 as uint16); the descriptor carries it, the reader views the bytes so."""
         data = np.ascontiguousarray(array).tobytes()
         key = make_key(fingerprint, self.version)
         name = object_name(self.robot, key)
@@ -176,7 +180,7 @@ class MooncakeWriter:
             0,
             int(stamp_ns),
             tuple(array.shape),
-            str(array.dtype),
+            dtype or str(array.dtype),
             self.epoch,
             checksum(data),
         )
@@ -312,8 +316,8 @@ class MooncakeReader:
 
     def _fetch(self, rep: RemoteRepresentation, arrived: float) -> CacheEntry | None:
         try:
-            dtype = np.dtype(rep.dtype)
-        except TypeError:
+            dtype = storage_dtype(rep.dtype)
+        except CacheError:
             self._refuse(SIZE_MISMATCH)
             return None
         nbytes = int(np.prod(rep.shape)) * dtype.itemsize
@@ -348,7 +352,7 @@ class MooncakeReader:
         self._checksums[fingerprint] = (rep.checksum, rep.shape, rep.dtype)
         while len(self._checksums) > 4 * self.local.capacity:
             self._checksums.pop(next(iter(self._checksums)))
-        return self.local.put(fingerprint, rep.stamp_ns, array)
+        return self.local.put(fingerprint, rep.stamp_ns, array, rep.dtype)
 
     def _buffer_for(self, nbytes: int) -> np.ndarray:
         """One registered receive buffer (the transfer engine writes into it directly)."""

@@ -34,6 +34,22 @@ class CacheError(RuntimeError):
     """A backend cannot be opened or used as asked (a live owner, a bad layout, a wrong shape)."""
 
 
+# Representation dtypes a cache holds, as numpy stores their bytes: numpy has no
+# bfloat16, so a bfloat16 representation travels as its 16-bit words and a reader views
+# them as torch.bfloat16 again (``CacheEntry.dtype`` keeps the real name).
+STORAGE_DTYPES = {'float32': np.float32, 'float16': np.float16, 'bfloat16': np.uint16}
+
+
+def storage_dtype(name: str) -> np.dtype:
+    """The numpy dtype a representation of dtype ``name`` is stored as (CacheError if none)."""
+    try:
+        return np.dtype(STORAGE_DTYPES[name])
+    except KeyError:
+        raise CacheError(
+            f'representation dtype {name!r} is not one of {", ".join(STORAGE_DTYPES)}'
+        ) from None
+
+
 def now_ns() -> int:
     """The cache clock: wall time, the same clock as ROS message stamps."""
     return time.time_ns()
@@ -95,7 +111,9 @@ class CacheWriter(Protocol):
 
     def set_model_version(self, version: str) -> None: ...
     def lookup(self, fingerprint: str) -> CacheEntry | None: ...
-    def put(self, fingerprint: str, stamp_ns: int, array: np.ndarray) -> CacheEntry: ...
+    def put(
+        self, fingerprint: str, stamp_ns: int, array: np.ndarray, dtype: str | None = None
+    ) -> CacheEntry: ...
     def touch(self, entry: CacheEntry, stamp_ns: int) -> CacheEntry: ...
     def close(self) -> None: ...
 

@@ -30,6 +30,7 @@ from .protocol import (
     MISS,
     NO_SEGMENT,
     STALE,
+    STORAGE_DTYPES,
     TORN,
     UNKNOWN_SLOT,
     VERSION,
@@ -39,6 +40,7 @@ from .protocol import (
     ReadResult,
     make_key,
     now_ns,
+    storage_dtype,
 )
 
 SHM_DIR = '/dev/shm'
@@ -50,7 +52,7 @@ VERSION_BYTES = 128
 FP_BYTES = 32
 DTYPE_CODES = {'float32': 1, 'float16': 2, 'bfloat16': 3}
 DTYPE_NAMES = {v: k for k, v in DTYPE_CODES.items()}
-ITEMSIZE = {'float32': 4, 'float16': 2, 'bfloat16': 2}  # numpy has no bfloat16
+ITEMSIZE = {name: np.dtype(STORAGE_DTYPES[name]).itemsize for name in DTYPE_CODES}
 
 # Header u64 word indices
 H_MAGIC, H_LAYOUT, H_PID, H_EPOCH, H_CAPACITY, H_SLOT_BYTES, H_GENERATION, H_LATEST, H_CLOSED = (
@@ -129,7 +131,7 @@ class _ShmLayout:
             raise CacheError('the slot data of this segment is in device memory')
         return np.ndarray(
             shape,
-            np.dtype(dtype),
+            storage_dtype(dtype),  # bfloat16: its 16-bit words
             buffer=self.mm,
             offset=self.slot_offset(slot) + SLOT_HEADER_BYTES,
         )
@@ -208,7 +210,7 @@ class ShmRingWriter:
 
     def _check_array(self, array) -> None:
         if (
-            array.dtype != np.dtype(self.dtype)
+            array.dtype != storage_dtype(self.dtype)
             or array.nbytes > self._l.slot_bytes
             or array.ndim > 4
         ):
@@ -295,7 +297,12 @@ class ShmRingWriter:
             self.epoch,
         )
 
-    def put(self, fingerprint: str, stamp_ns: int, array: np.ndarray) -> CacheEntry:
+    def put(
+        self, fingerprint: str, stamp_ns: int, array: np.ndarray, dtype: str | None = None
+    ) -> CacheEntry:
+        """``dtype``: the representation's dtype, which must be the ring's (default)."""
+        if dtype is not None and dtype != self.dtype:
+            raise CacheError(f'a {dtype} representation in a ring of {self.dtype} slots')
         self._check_array(array)
         if len(fingerprint) != FP_BYTES:
             raise CacheError(f'fingerprint must be {FP_BYTES} hex chars')
