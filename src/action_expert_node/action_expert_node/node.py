@@ -11,7 +11,10 @@ then brakes to a hold (hold_last_action).
 
 The tick runs on its own thread on absolute deadlines (``DeadlineTimer``), not from the
 executor: subscriptions, diagnostics and services run on the executor's thread and
-never delay it by more than a GIL hand-off. Its typed status goes to ~/status with every
+never delay it by more than a GIL hand-off. An action expert slower than a period (a π0
+on a CPU) decodes off the tick instead (``decode_mode``, ``OffTickDecoder``): the tick
+publishes each chunk once it is ready, stamped for when it applies, and the robot keeps
+executing the running chunk meanwhile. Its typed status goes to ~/status with every
 /diagnostics report.
 """
 
@@ -45,6 +48,7 @@ from wam_core.serving.chunk_stream import ChunkStream
 from wam_core.serving.deadline_timer import DeadlineTimer
 from wam_core.serving.interpreter import freeze_heap, shorten_gil_switch_interval
 from wam_core.serving.latency import LatencyWindow, RateMeter, StageTimer
+from wam_core.serving.off_tick_decoder import OffTickDecoder
 from wam_interfaces.msg import ActionExpertStatus, ActiveSubtask, RepresentationDescriptor
 from wam_util import convert, qos
 from wam_util.diagnostics import NodeDiagnostics
@@ -66,6 +70,10 @@ class ActionExpertNode(LifecycleNode):
         self.robot = robot_of_namespace(self.get_namespace())
         self.cache = None
         self.ticker = None
+        self.decoder: OffTickDecoder | None = None  # decode_mode async: decodes off the tick
+        self.decode_mode = 'tick'
+        self._warm_p99 = math.nan  # the warm-up's prepare + decode p99, ms
+        self.control_ticks = 0  # ticks of the 50 Hz clock (async: decodes are fewer)
         self._tick_clock: DeadlineTimer | None = None
         self._diag_timer = None
         self._subs = []
@@ -75,6 +83,7 @@ class ActionExpertNode(LifecycleNode):
         self.wake = LatencyWindow()  # deadline -> tick start, ms
         self.serving = LatencyWindow()  # deadline -> chunk published, ms
         self.lead = 1  # periods between a tick's deadline and its chunk's stamp
+        self.stamp_lead = 1  # the last chunk's: periods between its decode's grid point and stamp
         self.late_stamps = 0  # chunks published after their own stamp (must stay 0)
         # camera stamp -> first chunk that used its representation
         self.obs_to_action = LatencyWindow()
@@ -109,11 +118,6 @@ class ActionExpertNode(LifecycleNode):
                     f'the model commands the joints {list(spec.joint_names)}, '
                     f'robot.joint_names are {list(cfg.robot.joint_names)}'
                 )
-            if abs(spec.period_s - cfg.control.period_s) > 1e-6:
-                raise ValueError(
-                    f'the model was trained at a {spec.period_s * 1e3:g} ms control period, '
-                    f'control.period_s is {cfg.control.period_s * 1e3:g} ms'
-                )
             self.cache = (
                 self._shared_cache
                 if self._shared_cache is not None
@@ -132,6 +136,7 @@ class ActionExpertNode(LifecycleNode):
             len(spec.joint_names),
             spec.conditioning_dim,
             cfg.timeout_ms,
+            cfg.control.period_s,  # a model trained at another period is resampled onto it
         )
         if self._remote:
             self.cache.on_fetch_ms = self.fetch.add
@@ -178,16 +183,24 @@ class ActionExpertNode(LifecycleNode):
             self.metrics.latency(stage, window)
         self.metrics.status('action_expert', self.status)
         self.metrics.start()
+        resampled = (
+            f' at {spec.period_s * 1e3:g} ms, resampled onto {cfg.control.period_s * 1e3:g} ms'
+            if abs(spec.period_s - cfg.control.period_s) > 1e-9
+            else ''
+        )
         self.get_logger().info(
             f'action expert {manifest.name} version {manifest.version} loaded from {model_dir}; '
             f'accepts world version {self.world_version}, chunk {spec.horizon}'
-            f'x{len(spec.joint_names)}'
+            f'x{len(spec.joint_names)}{resampled}'
         )
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:
         t0 = time.perf_counter()
-        self.ticker.warmup(self.cfg.warmup_requests, self.ticker.model.spec.representation_shape)
+        warm = self.ticker.warmup(
+            self.cfg.warmup_requests, self.ticker.model.spec.representation_shape
+        )
+        self._choose_decode_mode(warm)
         freeze_heap()  # no collection walks the model's objects during a tick
         self._wall_minus_monotonic = time.time() - time.monotonic()
         self._tick_clock = DeadlineTimer(
@@ -197,6 +210,8 @@ class ActionExpertNode(LifecycleNode):
         self._diag_timer = self.create_timer(self.diagnostics.TIMER_S, self._diagnostics_due)
         self.ready = True
         res = super().on_activate(state)  # activates the publisher: then the first tick
+        if self.decoder is not None:
+            self.decoder.start()
         self._tick_clock.start()
         if self._tick_clock.realtime_error:
             self.get_logger().warning(
@@ -208,6 +223,11 @@ class ActionExpertNode(LifecycleNode):
             f'{(time.perf_counter() - t0) * 1e3:.0f} ms; ticking every '
             f'{self.cfg.control.period_s * 1e3:.1f} ms'
             + (f' at SCHED_FIFO {self.cfg.realtime_priority}' if self._tick_clock.realtime else '')
+            + (
+                f'; decoding off the tick ({self._warm_p99:.1f} ms p99 in warm-up)'
+                if self.decoder is not None
+                else ''
+            )
         )
         self.diagnostics.publish()  # at once: after a restart the harness waits on it
         return res
@@ -221,11 +241,30 @@ class ActionExpertNode(LifecycleNode):
             self._pub.publish(self._message(traj))
         return super().on_deactivate(state)
 
+    def _choose_decode_mode(self, warm_ms: list[float]) -> None:
+        """tick or async (decode_mode; auto: async when the warm-up's decode p99, its first
+        passes left out, exceeds the tick budget timeout_ms)."""
+        steady = warm_ms[3:] if len(warm_ms) > 6 else warm_ms
+        self._warm_p99 = float(np.percentile(steady, 99)) if steady else math.nan
+        mode = self.cfg.decode_mode
+        if mode == 'auto':
+            mode = 'async' if self._warm_p99 > self.cfg.timeout_ms else 'tick'
+        self.decode_mode = mode
+        self.decoder = None
+        self.ticker.timeout_ms = self.cfg.timeout_ms
+        if mode == 'async':
+            self.ticker.timeout_ms = math.inf  # slower than a period by design
+            self.decoder = OffTickDecoder(self.ticker, self.cfg.num_threads)
+
     def _stop_clock(self) -> None:
         if self._tick_clock is not None:
             if not self._tick_clock.stop():
                 self.get_logger().error('the tick did not finish within 2 s of the stop')
             self._tick_clock = None
+        if self.decoder is not None:
+            if not self.decoder.stop():
+                self.get_logger().error('the decode did not finish within 2 s of the stop')
+            self.decoder = None
 
     def on_cleanup(self, state: State) -> TransitionCallbackReturn:
         self.release()
@@ -261,6 +300,8 @@ class ActionExpertNode(LifecycleNode):
 
     def _on_subtask(self, msg: ActiveSubtask) -> None:
         try:
+            # (an expert without a conditioning vector ignores it: the world expert's
+            # prompt carries the subtask to it)
             self.ticker.set_subtask(np.asarray(msg.embedding, dtype=np.float32))
         except ValueError as exc:
             self._reject('active_subtask', exc)
@@ -311,23 +352,63 @@ class ActionExpertNode(LifecycleNode):
         if self._last_fire is not None:
             self.period.add((now - self._last_fire) * 1e3)
         self._last_fire = now
+        self.control_ticks += 1
+        if self.decoder is not None:
+            self._tick_off_tick_decode(deadline, t0)
+            return
         res = self.ticker.tick()
+        self._serve(res, deadline, self.ticker.joint_state_used, self.lead, t0, deadline)
+
+    def _tick_off_tick_decode(self, deadline: float, t0: float) -> None:
+        """decode_mode async: publish a decode that finished (stamped from its own grid
+        point, for when it applies), then ask for the next one at this grid point. While a
+        decode is in flight the robot executes the running chunk; one that overruns the
+        open-loop budget brakes it to a hold, as a missing representation does."""
+        done = self.decoder.take()
+        self.decoder.submit(deadline)
+        if done is not None:
+            # periods since the decode's grid point, and the usual lead beyond this tick
+            elapsed = round((deadline - done.grid_s) / self.cfg.control.period_s)
+            lead = elapsed + self.lead
+            self._serve(done.result, done.grid_s, done.joint_state, lead, t0, deadline)
+            return
+        measured = self.ticker.joint_positions
+        cmd = self.stream.command
+        stamp = deadline + self._wall_minus_monotonic + self.lead * self.cfg.control.period_s
+        if (
+            measured is None
+            or cmd is None  # the first decode is on its way; the harness starts stopped
+            or len(cmd.times) == 1  # already braking to a hold: the next decode decides
+            or self.stream.within_open_loop(stamp)
+        ):
+            return
+        self.ticker.degraded['decode_overrun'] = self.ticker.degraded.get('decode_overrun', 0) + 1
+        traj = self.stream.degraded(deadline + self._wall_minus_monotonic, self.lead, measured)
+        self._publish(traj, None, 'decode_overrun', t0, deadline)
+
+    def _serve(self, res, grid: float, measured, lead: int, t0: float, deadline: float) -> None:
+        """Publish, at the tick for ``deadline``, what a decode for the grid point ``grid``
+        gave (monotonic s; the same in tick mode): its chunk, stamped ``lead`` periods
+        after the grid point, or the degraded outcome."""
         for stage, ms in res.stages.items():
             self.timer_stats.add(stage, ms)
-        measured = self.ticker.joint_state_used
         if measured is None:
             self._note_degraded(res.reason)
             return
-        tick_s = deadline + self._wall_minus_monotonic  # the grid point, wall clock
+        tick_s = grid + self._wall_minus_monotonic  # the grid point, wall clock
         traj, reason = None, res.reason
         if res.kind == 'chunk':
             try:
-                traj = self.stream.chunk(res.positions, tick_s, self.lead, measured)
+                traj = self.stream.chunk(res.positions, tick_s, lead, measured)
+                self.stamp_lead = lead
             except ChunkRejected as exc:
                 reason = f'infeasible_chunk ({exc.reason})'
                 self.ticker.discard('infeasible_chunk')
         if traj is None:
-            traj = self.stream.degraded(tick_s, self.lead, measured)
+            traj = self.stream.degraded(deadline + self._wall_minus_monotonic, self.lead, measured)
+        self._publish(traj, res, reason, t0, deadline)
+
+    def _publish(self, traj, res, reason: str, t0: float, deadline: float) -> None:
         t1 = time.perf_counter()
         if traj is not None:
             self._pub.publish(self._message(traj))
@@ -336,7 +417,7 @@ class ActionExpertNode(LifecycleNode):
             if len(traj.times) > 1 and sent + self._wall_minus_monotonic > traj.start:
                 self.late_stamps += 1
             self._out_rate.tick(sent)
-        if res.kind == 'chunk' and reason == res.reason:
+        if res is not None and res.kind == 'chunk' and reason == res.reason:
             self.repr_age.add(res.repr_age_ms)
             if res.new_representation:
                 self.obs_to_action.add((time.time_ns() - res.obs_stamp_ns) / 1e6)
@@ -384,10 +465,22 @@ class ActionExpertNode(LifecycleNode):
             self.get_logger().warning(f'degraded ({self.cfg.degrade_on_timeout}): {reason}')
             self.last_reason = reason
 
+    def expected_chunk_hz(self) -> float:
+        """50 Hz on the tick; off the tick, one chunk every ceil(decode p99 / period)
+        periods (the warm-up's p99 until decodes are measured)."""
+        period = self.cfg.control.period_s
+        if self.decoder is None:
+            return 1.0 / period
+        p99 = self.decoder.decode_ms.summary()['p99']
+        if not math.isfinite(p99):
+            p99 = self._warm_p99
+        periods = max(1, math.ceil(p99 / (period * 1e3))) if math.isfinite(p99) else 1
+        return 1.0 / (periods * period)
+
     def _status(self) -> ActionExpertStatus:
         t = self.ticker
         now = time.monotonic()
-        hz = 1.0 / self.cfg.control.period_s
+        hz = self.expected_chunk_hz()
         out_rate = self._out_rate.rate(now)
         hits = self.cache.stats.hits if self.cache is not None else 0
         refused = sum(self.cache.stats.refused.values()) if self.cache is not None else 0
@@ -402,6 +495,11 @@ class ActionExpertNode(LifecycleNode):
             level, message = (
                 WARN,
                 f'{self._tick_clock.errors} ticks failed: {self._tick_clock.last_error}',
+            )
+        elif self.decoder is not None and self.decoder.errors:
+            level, message = (
+                WARN,
+                f'{self.decoder.errors} decodes failed: {self.decoder.last_error}',
             )
         elif self.last_reason:
             level, message = WARN, f'degraded: {self.last_reason}'
@@ -424,13 +522,18 @@ class ActionExpertNode(LifecycleNode):
         ]
         if self._remote:
             latency.append(convert.latency_stats('fetch', self.fetch.summary()))
+        if self.decoder is not None:
+            latency.append(convert.latency_stats('decode', self.decoder.decode_ms.summary()))
+            if level == OK:
+                message = f'serving, decoding off the tick (chunks at {out_rate:.1f} Hz)'
         return ActionExpertStatus(
             level=level,
             message=message,
             active=self.ready,
             world_version_accepted=self.world_version,
             active_subtask=self.subtask_text,
-            ticks=t.ticks,
+            ticks=self.control_ticks,
+            decode_mode=self.decode_mode,
             chunks=t.chunks,
             degraded_ticks=t.degraded_ticks,
             scene_prepares=t.prepares,
@@ -453,7 +556,7 @@ class ActionExpertNode(LifecycleNode):
             ),
             latency=latency,
             degraded_outcomes=convert.reason_counts(self.stream.outcomes),
-            stamp_lead_periods=self.lead,
+            stamp_lead_periods=self.stamp_lead,
             late_stamps=self.late_stamps,
             skipped_deadlines=self._tick_clock.skipped if self._tick_clock is not None else 0,
         )

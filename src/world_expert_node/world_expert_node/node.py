@@ -21,7 +21,7 @@ from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from sensor_msgs.msg import Image, JointState
 
-from wam_core.cache.factory import open_cache_writer
+from wam_core.cache.factory import open_cache_writer, ring_slots
 from wam_core.cache.protocol import CacheError
 from wam_core.common.config import WorldExpertParams
 from wam_core.common.params import ConfigError
@@ -39,7 +39,12 @@ from wam_core.serving.image import ImageError
 from wam_core.serving.interpreter import freeze_heap
 from wam_core.serving.latency import RateMeter
 from wam_core.serving.view_sync import ViewSync
-from wam_interfaces.msg import RepresentationDescriptor, RobotEncoding, WorldExpertStatus
+from wam_interfaces.msg import (
+    ActiveSubtask,
+    RepresentationDescriptor,
+    RobotEncoding,
+    WorldExpertStatus,
+)
 from wam_util import convert, qos
 from wam_util.diagnostics import NodeDiagnostics
 from wam_util.executors import run_node
@@ -73,6 +78,9 @@ class WorldExpertNode(LifecycleNode):
         self._diag_timer = None
         self._frame_rates: dict[str, RateMeter] = {r: RateMeter() for r in self.robots}
         self.views: tuple[str, ...] = ()  # the model's camera views (its spec)
+        # a model that reads the task's text (a VLM's prompt): each robot's active subtask
+        self._prompts: dict[str, str] = {r: '' for r in self.robots}
+        self.rejected_subtasks = 0
         self._syncs: dict[str, ViewSync] = {}  # per robot, when the model has several views
         self.cache_write_failures = 0
         self.ready = False
@@ -125,16 +133,21 @@ class WorldExpertNode(LifecycleNode):
                 enable_cuda_graphs(self.expert, tuple(range(1, cfg.batch.max_size + 1)))
             shared = self._shared_cache
             for robot in self.robots:
+                spec = self.expert.spec
                 if shared is not None:
                     cache = shared[robot] if isinstance(shared, dict) else shared
                     cache.set_model_version(self.expert.version)
+                    if hasattr(cache, 'set_capacity'):  # the model's ring size (large ones)
+                        cache.set_capacity(ring_slots(cache.capacity, spec.max_cache_slots))
                 else:
                     cache = open_cache_writer(
                         cfg.repr_cache,
                         self.expert.version,
-                        self.expert.spec.shape,
+                        spec.shape,
                         logger=self.get_logger().warning,
                         robot=robot,
+                        dtype=spec.dtype,
+                        max_slots=spec.max_cache_slots,
                     )
                 self.caches[robot] = cache
             self.encoders = {
@@ -189,6 +202,15 @@ class WorldExpertNode(LifecycleNode):
                         self._topic(robot, topic.lstrip('/')) if self.fleet else topic,
                         lambda msg, r=robot, v=view: self._on_image(r, v, msg),
                         qos.NEWEST_FRAME,
+                    )
+                )
+            if self.expert.spec.prompt:  # the prompt: the subtask the harness runs (latched)
+                self._subs.append(
+                    self.create_subscription(
+                        ActiveSubtask,
+                        self._topic(robot, 'harness/active_subtask'),
+                        lambda msg, r=robot: self._on_subtask(r, msg),
+                        qos.LATCHED,
                     )
                 )
             # joint motion tells a frozen camera (the same frame while the arm moves)
@@ -264,6 +286,18 @@ class WorldExpertNode(LifecycleNode):
         except JointStateError:
             pass  # bad joint states are rejected and counted by the action expert and harness
 
+    def _on_subtask(self, robot: str, msg: ActiveSubtask) -> None:
+        text = msg.subtask.text
+        if len(text) > MAX_PROMPT_CHARS or '\0' in text:
+            self.rejected_subtasks += 1
+            self.get_logger().warning(
+                f'rejected active subtask{_of(robot)}: {len(text)} characters '
+                f'(at most {MAX_PROMPT_CHARS}, no NUL)',
+                throttle_duration_sec=1.0,
+            )
+            return
+        self._prompts[robot] = text
+
     def _on_image(self, robot: str, view: str, msg: Image) -> None:
         if view == self.views[0]:  # the camera rate is the primary view's
             self._frame_rates[robot].tick(time.monotonic())
@@ -277,7 +311,17 @@ class WorldExpertNode(LifecycleNode):
                 f'rejected camera frame{_of(robot)}: {exc}', throttle_duration_sec=1.0
             )
             return
-        frame = Frame(msg.encoding, msg.height, msg.width, msg.step, msg.data, stamp_ns, msg, view)
+        frame = Frame(
+            msg.encoding,
+            msg.height,
+            msg.width,
+            msg.step,
+            msg.data,
+            stamp_ns,
+            msg,
+            view,
+            prompt=self._prompts.get(robot, ''),
+        )
         sync = self._syncs.get(robot)
         if sync is not None:  # several views: wait for the set within the tolerance
             views = sync.put(view, stamp_ns, frame)
@@ -384,7 +428,12 @@ class WorldExpertNode(LifecycleNode):
             encode_timeouts=sum(e.timeouts for e in encs),
             frames_superseded=self.window.superseded,
             rejected_frames=sum(rejected.values()),
-            rejected=convert.reason_counts(rejected),
+            # frames by reason, and subtask texts refused as prompts (active_subtask)
+            rejected=convert.reason_counts(
+                {**rejected, 'active_subtask': self.rejected_subtasks}
+                if self.rejected_subtasks
+                else rejected
+            ),
             per_robot=[
                 RobotEncoding(
                     robot=r,
@@ -401,6 +450,11 @@ class WorldExpertNode(LifecycleNode):
             batch_mean=self.fleet_encoder.batch_mean,
             latency=[convert.latency_stats(k, s) for k, s in self.encoder.timer.summary().items()],
         )
+
+
+# the longest subtask text taken as a prompt (a tokenizer truncates it to the model's
+# prompt length anyway; a megabyte string is an error upstream, not a prompt)
+MAX_PROMPT_CHARS = 2000
 
 
 def _of(robot: str) -> str:

@@ -324,9 +324,17 @@ class ActionExpertParams:
     )
     timeout_ms: float = param(
         15.0,
-        'a tick slower than this discards its chunk (a degraded tick: hold_last_action), ms',
+        'a tick slower than this discards its chunk (a degraded tick: hold_last_action), ms; '
+        'also the budget decode_mode auto holds the warm-up against',
         min=0.1,
         max=60000.0,
+    )
+    decode_mode: str = param(
+        'auto',
+        'tick: read, prepare and decode on the 50 Hz tick; async: decode off the tick at its '
+        'own pace, each chunk stamped for when it applies (an action expert slower than a '
+        'period); auto: async when the warm-up decode p99 exceeds timeout_ms',
+        choices=('auto', 'tick', 'async'),
     )
     degrade_on_timeout: str = param(
         'hold_last_action',

@@ -3,19 +3,23 @@
 A model is served as two experts, split where the representation cache splits the work:
 
 - a **world expert** turns one :class:`Observation` (a named set of camera views with
-  one stamp) into a representation, once per distinct observation. Its
-  :class:`WorldExpertSpec` says which views it needs (name, resolution, encoding) and
-  what it produces per view (shape, dtype); the representation is the views' outputs
-  stacked along the first axis, in the declared order.
+  one stamp, and for a vision-language model the task's text) into a representation,
+  once per distinct observation. Its :class:`WorldExpertSpec` says which views it needs
+  (name, resolution, encoding), whether the text is part of the observation, and what
+  it produces: per view (the representation is the views' outputs stacked along the
+  first axis, in the declared order), or one whole tensor (a VLM's prefix key/value
+  cache over every view and the prompt), with its dtype.
 - an **action expert** turns a representation into a context once (``prepare``) and a
   context plus the current joint state and the task conditioning into a chunk every
   control tick (``decode``). Its :class:`ActionExpertSpec` says its joints, the chunk
   horizon, the control period it was trained at, whether the chunk is absolute
   positions or deltas on the current ones, whether it also gives velocities, and the
-  world-expert version it accepts.
+  world-expert version it accepts. An action expert may take longer than a control
+  period: the serving loop then decodes off the tick (``decode_mode``), never late.
 
 Tensors on the tick's path are torch tensors on the expert's device and dtype
-(``prepare``: [1, T, D]; ``decode``: joint state [1, N], conditioning [1, S] -> [1, H, N]),
+(``prepare``: [1, *representation_shape]; ``decode``: joint state [1, N], conditioning
+[1, S] -> [1, H, N]),
 so the serving loop never copies a representation it reads from the cache. Both
 protocols are ``runtime_checkable``; :func:`check_world_expert` and
 :func:`check_action_expert` verify the declarations at load, so a plug-in whose spec
@@ -34,6 +38,8 @@ import numpy as np
 
 ENCODINGS = ('rgb8',)  # what the camera adapters deliver today (sensor_msgs encodings)
 OUTPUTS = ('absolute', 'delta')
+# what a cache holds; bfloat16 travels as its 16-bit words (numpy has no bfloat16)
+REPRESENTATION_DTYPES = ('float32', 'float16', 'bfloat16')
 
 
 class ContractError(ValueError):
@@ -63,8 +69,16 @@ class ViewSpec:
 @dataclass(frozen=True)
 class WorldExpertSpec:
     views: tuple[ViewSpec, ...]
-    view_shape: tuple[int, ...]  # what one view becomes, e.g. (tokens, width)
-    dtype: str = 'float32'  # numpy dtype of the representation in the cache
+    view_shape: tuple[int, ...] = ()  # what one view becomes, e.g. (tokens, width)
+    dtype: str = 'float32'  # of the representation in the cache (REPRESENTATION_DTYPES)
+    # the representation depends on the task's text (the active subtask, a VLM's prompt):
+    # the text is part of the observation, and of its fingerprint
+    prompt: bool = False
+    # the whole representation when it is not the views stacked (a VLM prefix over every
+    # view and the prompt); None: the views' outputs stacked along axis 0
+    whole_shape: tuple[int, ...] | None = None
+    # at most this many slots in a cache ring (megabyte representations); 0: as configured
+    max_cache_slots: int = 0
 
     @property
     def view_names(self) -> tuple[str, ...]:
@@ -72,8 +86,16 @@ class WorldExpertSpec:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """The whole representation: the views' outputs stacked along axis 0."""
+        """The whole representation: ``whole_shape``, or the views' outputs stacked
+        along axis 0."""
+        if self.whole_shape is not None:
+            return tuple(self.whole_shape)
         return (len(self.views) * self.view_shape[0], *self.view_shape[1:])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of one representation in a cache."""
+        return int(np.prod(self.shape)) * (4 if self.dtype == 'float32' else 2)
 
     def check(self) -> None:
         if not self.views:
@@ -83,12 +105,22 @@ class WorldExpertSpec:
             raise ContractError(f'view names repeat: {names}')
         for v in self.views:
             v.check()
-        if not self.view_shape or any(int(s) <= 0 for s in self.view_shape):
+        if self.whole_shape is None and (
+            not self.view_shape or any(int(s) <= 0 for s in self.view_shape)
+        ):
             raise ContractError(f'view shape {self.view_shape} must be positive')
-        try:
-            np.dtype(self.dtype)
-        except TypeError:
-            raise ContractError(f'unknown representation dtype {self.dtype!r}') from None
+        if self.whole_shape is not None and (
+            not self.whole_shape or any(int(s) <= 0 for s in self.whole_shape)
+        ):
+            raise ContractError(f'representation shape {self.whole_shape} must be positive')
+        if len(self.shape) > 4:
+            raise ContractError(f'representation shape {self.shape}: at most 4 dimensions')
+        if self.dtype not in REPRESENTATION_DTYPES:
+            raise ContractError(
+                f'representation dtype {self.dtype!r} is not one of {REPRESENTATION_DTYPES}'
+            )
+        if self.max_cache_slots < 0:
+            raise ContractError(f'max_cache_slots {self.max_cache_slots} must be >= 0')
 
 
 @dataclass(frozen=True)
@@ -97,7 +129,9 @@ class ActionExpertSpec:
     horizon: int  # rows of a chunk: targets one control period apart
     period_s: float  # the control period it was trained at
     representation_shape: tuple[int, ...]  # what it reads (the world expert's spec.shape)
-    conditioning_dim: int  # the task conditioning vector (the subtask embedding)
+    # the task conditioning vector (the subtask embedding); 0: it takes none (its task
+    # conditioning reaches it through the world expert's prompt)
+    conditioning_dim: int
     world_version: str  # the world-expert version whose representations it accepts
     output: Literal['absolute', 'delta'] = 'absolute'  # positions, or offsets from the state
     velocities: bool = False  # whether decode also gives velocities (not used yet)
@@ -111,19 +145,21 @@ class ActionExpertSpec:
             raise ContractError(f'control period {self.period_s} s is outside 1 ms .. 1 s')
         if self.output not in OUTPUTS:
             raise ContractError(f'output {self.output!r} is not one of {OUTPUTS}')
-        if self.conditioning_dim <= 0 or not self.representation_shape:
-            raise ContractError('conditioning_dim and representation_shape must be positive')
+        if self.conditioning_dim < 0 or not self.representation_shape:
+            raise ContractError('conditioning_dim must be >= 0 and representation_shape non-empty')
         if not self.world_version:
             raise ContractError('the accepted world-expert version is empty')
 
 
 @dataclass
 class Observation:
-    """Camera views taken together: name -> HxWx3 uint8 frame, one stamp (ns)."""
+    """Camera views taken together: name -> HxWx3 uint8 frame, one stamp (ns); and the
+    task's text (the active subtask) for a world expert whose spec says ``prompt``."""
 
     views: Mapping[str, np.ndarray]
     stamp_ns: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
+    prompt: str = ''
 
 
 @runtime_checkable
@@ -156,7 +192,7 @@ class ActionExpertModel(Protocol):
     device: Any  # torch device
 
     def prepare(self, representation) -> Any:
-        """[1, T, D] tensor -> a context, once per representation."""
+        """[1, *representation_shape] tensor -> a context, once per representation."""
         ...
 
     def decode(self, context, joint_state, conditioning):

@@ -9,6 +9,12 @@ the latest joint state and subtask vector. When nothing usable is there, the tic
 the world expert; buffers are allocated once. Inputs arrive on the executor's threads
 and the tick runs on its own: the joint state is swapped under a lock, so a tick never
 reads half of one state and half of the next.
+
+A model trained at another control period (a 15 Hz or 30 Hz policy on a 50 Hz loop) has
+its chunk resampled onto the control period here (``resample_chunk``), so everything
+downstream sees rows one control period apart. An action expert slower than a period
+runs the same computation off the tick (``off_tick_decoder``); ``timeout_ms`` is then
+infinite.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import numpy as np
 import torch
 
 from ..cache.protocol import ReadResult
+from ..control.resample import resample_chunk
 
 # Cache arrays are read-only views (shared with the writer or mapped PROT_READ);
 # the model only reads them under inference_mode, so torch's warning is moot.
@@ -50,6 +57,15 @@ class TickResult:
     new_representation: bool = False  # the first chunk computed from this representation
 
 
+def representation_tensor(array, dtype: str) -> torch.Tensor:
+    """A cache's array as a torch tensor, no copy: a numpy view (bfloat16 is stored as its
+    16-bit words and viewed as bfloat16 again), or the tensor a cuda_ipc ring gives."""
+    if isinstance(array, torch.Tensor):
+        return array
+    t = torch.from_numpy(array)
+    return t.view(torch.bfloat16) if dtype == 'bfloat16' else t
+
+
 class ActionTicker:
     def __init__(
         self,
@@ -59,11 +75,16 @@ class ActionTicker:
         num_joints: int,
         subtask_dim: int,
         timeout_ms: float = 15.0,
+        period_s: float | None = None,
     ):
+        """``period_s``: the control period; a model trained at another one has its chunks
+        resampled onto it (None: the model's own)."""
         self.model = model
         self.cache = cache
         self.version = version  # the world-model version this expert accepts
         self.timeout_ms = timeout_ms
+        self.model_period_s = float(model.spec.period_s)
+        self.period_s = self.model_period_s if period_s is None else float(period_s)
         dtype = model.dtype  # an expert of the contract (wam_core.models.contract)
         self._dtype = dtype
         # where the expert computes (a plug-in without the attribute computes on the CPU):
@@ -108,6 +129,8 @@ class ActionTicker:
             self._joint[0].copy_(torch.from_numpy(state))
 
     def set_subtask(self, vector: np.ndarray) -> None:
+        if self._subtask.shape[1] == 0:
+            return  # the expert takes no conditioning vector (its prompt conditions it)
         v = torch.as_tensor(np.asarray(vector, dtype=np.float32))
         if v.shape != self._subtask.shape[1:] or not torch.isfinite(v).all():
             raise ValueError(f'subtask vector must be {self._subtask.shape[1]} finite values')
@@ -173,8 +196,7 @@ class ActionTicker:
             # numpy view, or a tensor on the device for cuda_ipc); the seqlock is re-checked
             # once the chunk is on the host (below), when every kernel that read the slot has
             # run, so a slot rewritten meanwhile is never used.
-            arr = res.array
-            rep = (torch.from_numpy(arr) if isinstance(arr, np.ndarray) else arr).unsqueeze(0)
+            rep = representation_tensor(res.array, res.entry.dtype).unsqueeze(0)
             if rep.dtype != self._dtype or rep.device != self._device:
                 rep = rep.to(self._device, self._dtype)
             self._scene, self._scene_key = self.model.prepare(rep), res.entry.key
@@ -185,6 +207,8 @@ class ActionTicker:
         if self._delta:  # offsets from the state it decoded from -> positions
             out = out + self._joint
         positions = out.float().cpu().numpy()  # on a GPU: the tick's one wait for the device
+        if self.period_s != self.model_period_s:
+            positions = resample_chunk(positions, self.model_period_s, self.period_s)
         if fresh and not res.still_valid():
             self._scene, self._scene_key = None, ''
             self.prepares -= 1
@@ -200,10 +224,16 @@ class ActionTicker:
             'chunk', positions, '', res.entry.key, res.age_ms, res.entry.stamp_ns, stages, fresh
         )
 
-    def warmup(self, n: int, repr_shape) -> None:
-        """n full passes on a synthetic representation (not counted as ticks)."""
+    def warmup(self, n: int, repr_shape) -> list[float]:
+        """n full passes on a synthetic representation (not counted as ticks); each
+        prepare + decode's milliseconds (the serving loop decides from them whether the
+        expert decodes on the tick or off it)."""
         rep = torch.zeros((1,) + tuple(repr_shape), dtype=self._dtype, device=self._device)
+        times = []
         with torch.inference_mode():
-            scene = self.model.prepare(rep)
             for _ in range(n):
-                self.model.decode(scene, self._joint, self._subtask)
+                t0 = time.perf_counter()
+                scene = self.model.prepare(rep)
+                self.model.decode(scene, self._joint, self._subtask)[0].float().cpu()
+                times.append((time.perf_counter() - t0) * 1e3)
+        return times

@@ -99,18 +99,23 @@ class ChunkStream:
         self.last_valid_stamp = stamp
         return traj
 
-    def degraded(self, tick_s: float, lead: int, measured) -> Trajectory | None:
-        """A tick with nothing usable: None to keep executing the running chunk (open
-        loop), or the braking hold to publish."""
-        stamp = tick_s + max(1, lead) * self.period_s
+    def within_open_loop(self, stamp: float) -> bool:
+        """Whether the robot may keep executing the running chunk at ``stamp``: a chunk
+        (not a hold) that began at most ``max_open_loop_s`` before and has not ended."""
         cmd = self.tracker.command
-        if (
+        return (
             cmd is not None
             and self.last_valid_stamp is not None
             and len(cmd.times) > 1
             and stamp - self.last_valid_stamp <= self.max_open_loop_s + 1e-9
             and stamp < cmd.end
-        ):
+        )
+
+    def degraded(self, tick_s: float, lead: int, measured) -> Trajectory | None:
+        """A tick with nothing usable: None to keep executing the running chunk (open
+        loop), or the braking hold to publish."""
+        stamp = tick_s + max(1, lead) * self.period_s
+        if self.within_open_loop(stamp):
             self.outcomes[OPEN_LOOP] += 1
             return None
         self.outcomes[HELD] += 1

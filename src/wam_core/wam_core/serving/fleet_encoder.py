@@ -32,6 +32,7 @@ class Frame:
     source: object = None  # the caller's own (the message, for its header)
     view: str = 'front'  # which view this frame is
     others: dict[str, Frame] | None = None  # the other views of the same observation
+    prompt: str = ''  # the robot's active subtask, for a world expert that reads text
 
     def layout(self) -> tuple:
         return (self.encoding, self.height, self.width, self.step, self.data)
@@ -59,7 +60,7 @@ class FleetEncoder:
         pending: list[tuple[str, Frame, PendingEncode]] = []
         for robot, f in batch:
             try:
-                begun = self.encoders[robot].begin_views(f.view_frames(), f.stamp_ns)
+                begun = self.encoders[robot].begin_views(f.view_frames(), f.stamp_ns, f.prompt)
             except (ImageError, CacheError) as exc:  # a bad frame; a cache that failed
                 results.append((robot, f, exc))
                 continue

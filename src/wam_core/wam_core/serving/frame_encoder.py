@@ -1,8 +1,10 @@
 """World-expert serving logic: validate an observation, encode it once, cache it.
 
 An observation is one frame per view the world expert declares (one camera, or
-several gathered by ``view_sync``); it is fingerprinted over every view, so world-expert
-calls per distinct observation stay exactly 1.00 with any number of cameras.
+several gathered by ``view_sync``), and for a world expert that reads the task's text (a
+VLM's prompt: the active subtask) that text too; it is fingerprinted over every view and
+the text, so world-expert calls per distinct observation stay exactly 1.00 with any
+number of cameras, and a new subtask makes a new representation.
 
 Besides the image itself, two things make a frame unusable:
 - its stamp: from the future (a clock jump, a skewed clock) or already older than the
@@ -24,7 +26,13 @@ import numpy as np
 
 from ..cache.protocol import CacheEntry, now_ns
 from ..models.contract import Observation
-from .image import ImageError, fingerprint, frame_to_array, observation_fingerprint
+from .image import (
+    ImageError,
+    fingerprint,
+    frame_to_array,
+    observation_fingerprint,
+    with_prompt,
+)
 from .latency import StageTimer
 
 
@@ -42,11 +50,12 @@ class PendingEncode:
     fp: str
     stamp_ns: int
     views: dict[str, np.ndarray]  # view name -> HxWx3 uint8
+    prompt: str = ''  # the task's text, for a world expert whose spec reads it
 
     @property
     def observation(self) -> Observation:
         """What the world expert encodes."""
-        return Observation(self.views, self.stamp_ns)
+        return Observation(self.views, self.stamp_ns, prompt=self.prompt)
 
 
 class FrameEncoder:
@@ -64,6 +73,7 @@ class FrameEncoder:
     ):
         self.expert = expert
         self.views = expert.spec.view_names  # the first is the primary (its stamp, its topic)
+        self.reads_prompt = bool(getattr(expert.spec, 'prompt', False))
         self.cache = cache
         self.timeout_ms = timeout_ms
         self.max_age_ns = max_age_ms * 1e6
@@ -117,10 +127,17 @@ class FrameEncoder:
         return rgb
 
     def process(
-        self, encoding: str, height: int, width: int, step: int, data, stamp_ns: int
+        self,
+        encoding: str,
+        height: int,
+        width: int,
+        step: int,
+        data,
+        stamp_ns: int,
+        prompt: str = '',
     ) -> EncodeOutcome:
         """Raise ImageError (counted) for a bad frame; otherwise return the cache entry."""
-        begun = self.begin(encoding, height, width, step, data, stamp_ns)
+        begun = self.begin(encoding, height, width, step, data, stamp_ns, prompt)
         if isinstance(begun, EncodeOutcome):
             return begun
         t0 = time.perf_counter()
@@ -128,16 +145,28 @@ class FrameEncoder:
         return self.complete(begun, rep, (time.perf_counter() - t0) * 1e3)
 
     def begin(
-        self, encoding: str, height: int, width: int, step: int, data, stamp_ns: int
+        self,
+        encoding: str,
+        height: int,
+        width: int,
+        step: int,
+        data,
+        stamp_ns: int,
+        prompt: str = '',
     ) -> EncodeOutcome | PendingEncode:
         """One-view observation: see ``begin_views``."""
-        return self.begin_views({self.views[0]: (encoding, height, width, step, data)}, stamp_ns)
+        return self.begin_views(
+            {self.views[0]: (encoding, height, width, step, data)}, stamp_ns, prompt
+        )
 
-    def begin_views(self, frames: dict, stamp_ns: int) -> EncodeOutcome | PendingEncode:
+    def begin_views(
+        self, frames: dict, stamp_ns: int, prompt: str = ''
+    ) -> EncodeOutcome | PendingEncode:
         """Validate every view ({view: (encoding, height, width, step, data)}) and look the
         observation up: a cache hit is done (EncodeOutcome); a new one comes back as a
         PendingEncode for ``complete`` once the expert encoded it (alone, or batched with
-        other robots'). ImageError (counted) if a view is bad or missing."""
+        other robots'). ImageError (counted) if a view is bad or missing. ``prompt``: the
+        task's text, part of the observation for an expert that reads it (else ignored)."""
         t0 = time.perf_counter()
         missing = [v for v in self.views if v not in frames]
         if missing:
@@ -149,6 +178,10 @@ class FrameEncoder:
             views[name] = self.check(encoding, height, width, step, data, stamp_ns)
             fps[name] = fingerprint(encoding, height, width, data)
         fp = observation_fingerprint(fps)
+        if self.reads_prompt:
+            fp = with_prompt(fp, prompt)
+        else:
+            prompt = ''
         self.timer.add('validate', (time.perf_counter() - t0) * 1e3)
         entry = self.cache.lookup(fp)
         q = self.joint_positions
@@ -169,7 +202,7 @@ class FrameEncoder:
             self.hits += 1
             return EncodeOutcome(entry, True, 0.0)
         self._content_joints = None if q is None else q.copy()
-        return PendingEncode(fp, stamp_ns, views)
+        return PendingEncode(fp, stamp_ns, views, prompt)
 
     def complete(self, pending: PendingEncode, rep: np.ndarray, encode_ms: float) -> EncodeOutcome:
         """Cache the representation the expert computed for ``pending``."""
@@ -181,7 +214,10 @@ class FrameEncoder:
         if encode_ms > self.timeout_ms:
             self.timeouts += 1
         t0 = time.perf_counter()
-        entry = self.cache.put(pending.fp, pending.stamp_ns, rep)
+        # the dtype's name travels only where the array stores other words (bfloat16)
+        dtype = getattr(self.expert.spec, 'dtype', 'float32')
+        named = {} if str(getattr(rep, 'dtype', dtype)) == dtype else {'dtype': dtype}
+        entry = self.cache.put(pending.fp, pending.stamp_ns, rep, **named)
         self.timer.add('cache_write', (time.perf_counter() - t0) * 1e3)
         return EncodeOutcome(entry, False, encode_ms)
 

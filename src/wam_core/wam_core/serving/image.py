@@ -66,3 +66,11 @@ def observation_fingerprint(view_fingerprints: dict[str, str]) -> str:
     for name, fp in sorted(view_fingerprints.items()):
         h.update(f'{name}={fp};'.encode())
     return h.hexdigest()
+
+
+def with_prompt(fp: str, prompt: str) -> str:
+    """The fingerprint of an observation whose representation also depends on the task's
+    text (a VLM's prompt): the same pixels under another subtask are another observation."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f'{fp};prompt={prompt}'.encode())
+    return h.hexdigest()
