@@ -25,7 +25,13 @@ setup(
         ],
         # the shipped experts, registered as any plug-in registers its own
         # (wam_core.models.registry also knows them without installed metadata)
-        'wam.world_experts': ['vit = wam_core.models.world_expert:WorldExpert'],
-        'wam.action_experts': ['object_mlp = wam_core.models.action_expert:ObjectMlpExpert'],
+        'wam.world_experts': [
+            'vit = wam_core.models.world_expert:WorldExpert',
+            'pi0 = wam_core.models.pi0.world:Pi0WorldExpert',
+        ],
+        'wam.action_experts': [
+            'object_mlp = wam_core.models.action_expert:ObjectMlpExpert',
+            'pi0 = wam_core.models.pi0.action:Pi0ActionExpert',
+        ],
     },
 )

@@ -148,3 +148,87 @@ def test_bad_inputs_rejected_holds_then_chunks(models, ros):
         ex.shutdown()
         node.destroy_node()
         probe.destroy_node()
+
+
+@pytest.fixture(scope='module')
+def pi0_dir(tmp_path_factory):
+    from wam_core.models.pi0.write import write_pi0
+
+    out = str(tmp_path_factory.mktemp('pi0') / 'tiny')
+    return write_pi0(out, 'tiny', ('front', 'wrist'), log=lambda *a: None)['dir']
+
+
+def test_an_action_expert_slower_than_a_period_decodes_off_the_tick_never_late(pi0_dir, ros):
+    """π0's 10 flow steps take longer than 20 ms here: the node decodes off the tick and
+    publishes each chunk once ready, stamped on the grid for when it applies, never after
+    its stamp; meanwhile nothing is published (the robot runs the last chunk), and without
+    a fresh representation it still holds, as on the tick."""
+    from wam_core.models.contract import Observation
+    from wam_core.models.pi0.world import Pi0WorldExpert
+
+    world = Pi0WorldExpert(pi0_dir, 'fp32')
+    rng = np.random.default_rng(0)
+    frames = {v: rng.integers(0, 256, (128, 128, 3), dtype=np.uint8) for v in ('front', 'wrist')}
+    rep = world.encode(Observation(frames, prompt='reach the red apple'))
+    cache = InProcessCache(4, 400, world.version)  # a 400 ms TTL, then stale
+    node = ActionExpertNode(
+        cache=cache,
+        parameter_overrides=[
+            Parameter('model_dir', value=pi0_dir),
+            Parameter('warmup_requests', value=8),
+        ],
+    )
+    probe = rclpy.create_node('probe')
+    js_pub = probe.create_publisher(JointState, '/joint_states', qos.SENSOR)
+    arrivals = []  # (wall time it arrived, message)
+    probe.create_subscription(
+        JointTrajectory,
+        '/action_expert/raw_chunk',
+        lambda m: arrivals.append((time.time(), m)),
+        100,
+    )
+    ex = make_executor()
+    ex.add_node(node)
+    ex.add_node(probe)
+    names = list(TABLETOP_ARM.joint_names)
+    home = [0.0, -0.6, 1.2, -0.6, 0.0, 0.0, 0.04]
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        assert node.decode_mode == 'async' and node._warm_p99 > node.cfg.timeout_ms
+        cache.put('ab' * 16, time.time_ns(), rep)
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            js_pub.publish(JointState(name=names, position=home))
+            _spin(ex, 0.01)
+        full = [(t, m) for t, m in arrivals if len(m.points) > 1]
+        assert len(full) >= 8, len(full)  # 1.5 s of decodes of tens of ms each
+        for t, m in full:  # every chunk arrives before point 0 applies
+            assert rc.stamp_to_ns(m.header.stamp) / 1e9 > t, (rc.stamp_to_ns(m.header.stamp), t)
+        assert node.late_stamps == 0
+        stamps = np.array([rc.stamp_to_ns(m.header.stamp) for _, m in full])
+        steps = np.diff(stamps) / 20e6
+        assert np.allclose(steps, np.round(steps), atol=1e-3) and np.all(steps >= 1 - 1e-3)
+        # a 50-step chunk at the model's 20 ms, from the stamp's row on, then braking
+        tfs = [
+            p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in full[-1][1].points
+        ]
+        assert abs(tfs[1] - 0.02) < 1e-9 and len(tfs) >= 40
+        st = node._status()
+        assert st.decode_mode == 'async' and st.late_stamps == 0
+        decode = rc.latency_of(st.latency, 'decode')
+        assert decode is not None and decode.samples >= len(full) and decode.p50_ms > 15.0
+        assert st.ticks > st.chunks  # the clock ticks at 50 Hz, decodes come slower
+        # no fresh representation: refused as stale, and the robot is braked to a hold
+        n0 = len(arrivals)
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            js_pub.publish(JointState(name=names, position=home))
+            _spin(ex, 0.01)
+        assert node.ticker.degraded.get('stale', 0) > 0
+        assert any(len(m.points) == 1 for _, m in arrivals[n0:])
+    finally:
+        node.release()
+        ex.shutdown()
+        node.destroy_node()
+        probe.destroy_node()

@@ -29,8 +29,14 @@ from .manifest import ManifestError, read_manifest, verify_manifest
 WORLD_GROUP = 'wam.world_experts'
 ACTION_GROUP = 'wam.action_experts'
 BUILTIN = {
-    WORLD_GROUP: {'vit': 'wam_core.models.world_expert:WorldExpert'},
-    ACTION_GROUP: {'object_mlp': 'wam_core.models.action_expert:ObjectMlpExpert'},
+    WORLD_GROUP: {
+        'vit': 'wam_core.models.world_expert:WorldExpert',
+        'pi0': 'wam_core.models.pi0.world:Pi0WorldExpert',
+    },
+    ACTION_GROUP: {
+        'object_mlp': 'wam_core.models.action_expert:ObjectMlpExpert',
+        'pi0': 'wam_core.models.pi0.action:Pi0ActionExpert',
+    },
 }
 
 
