@@ -2,19 +2,21 @@
 SHELL := /bin/bash
 ENV := source scripts/env.sh
 DEMO_ARGS ?=
+# MODEL=pi0: serve the tiny π0 (config/pi0.yaml; models/pi0_tiny, written on first use)
+MODEL_ARG = $(if $(MODEL),--model $(MODEL))
 .PHONY: setup demo demo-multi demo-fleet test test-llm bench data train dagger eval faults soak clean
 
 setup:
 	@bash scripts/setup.sh
 
-demo: setup                       ## the whole task on the simulated robot, one process (PLANNER=llm: with the local LLM server)
-	@$(if $(filter llm,$(PLANNER)),bash scripts/setup_llm.sh && )$(ENV) && python -m robot_agent.stack $(if $(PLANNER),--planner $(PLANNER)) $(DEMO_ARGS)
+demo: setup                       ## the whole task on the simulated robot, one process (PLANNER=llm: with the local LLM server; MODEL=pi0: the tiny π0)
+	@$(if $(filter llm,$(PLANNER)),bash scripts/setup_llm.sh && )$(ENV) && python -m robot_agent.stack $(MODEL_ARG) $(if $(PLANNER),--planner $(PLANNER)) $(DEMO_ARGS)
 
 demo-multi: setup                 ## the same with one process per expert and the shm cache
-	@$(ENV) && python -m robot_agent.stack --mode multi $(DEMO_ARGS)
+	@$(ENV) && python -m robot_agent.stack --mode multi $(MODEL_ARG) $(DEMO_ARGS)
 
 demo-fleet: setup                 ## ROBOTS simulated tabletops (default 2), one world expert, an action expert and gate each
-	@$(ENV) && python -m robot_agent.fleet --robots $(or $(ROBOTS),2) $(FLEET_ARGS)
+	@$(ENV) && python -m robot_agent.fleet --robots $(or $(ROBOTS),2) $(MODEL_ARG) $(FLEET_ARGS)
 
 test: setup                       ## ruff + colcon build + colcon test + colcon test-result
 	@bash scripts/run_tests.sh

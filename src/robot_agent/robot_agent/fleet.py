@@ -49,7 +49,18 @@ from wam_core.serving.interpreter import (
 )
 from wam_util.executors import BackgroundSpinner, bring_up, make_executor, spin_slice
 
-from .stack import NAN, Monitor, _count, _latency, close_nodes, stop_processes
+from .model_presets import PRESETS
+from .model_presets import prepare as prepare_model
+from .stack import (
+    NAN,
+    UNTRAINED_NOTE,
+    Monitor,
+    _count,
+    _latency,
+    close_nodes,
+    model_trained,
+    stop_processes,
+)
 
 # Two hosts on one machine: the world expert's side of the Mooncake Store binds to
 # 127.0.0.2, the robots' side to 127.0.0.3 (Linux answers all of 127.0.0.0/8 on lo).
@@ -87,7 +98,10 @@ class Fleet:
         world_host: str = WORLD_HOST,
         robot_host: str = ROBOT_HOST,
         prefork: bool = True,
+        overlays: list[str] | None = None,
     ):
+        """``overlays``: parameter files after config/wam.yaml and config/fleet.yaml (a
+        model preset's)."""
         if robots < 1:
             raise ValueError(f'a fleet has at least one robot, got {robots}')
         if mode not in ('single', 'multi'):
@@ -99,14 +113,11 @@ class Fleet:
         self.mode = mode
         self.names = robot_names(robots)
         self.config = config or default_config()
-        self._ros_args = [
-            '--ros-args',
-            '--params-file',
-            self.config,
-            '--params-file',
-            fleet_config(),
-            *(extra_args or []),
-        ]
+        self.param_files = [self.config, fleet_config(), *(overlays or [])]
+        self._ros_args = ['--ros-args']
+        for path in self.param_files:
+            self._ros_args += ['--params-file', path]
+        self._ros_args += list(extra_args or [])
         if cache == 'mooncake':
             # the store's master on the world host, before any expert joins the store
             self.master = MooncakeMaster(
@@ -181,7 +192,7 @@ class Fleet:
         from harness_node.node import HarnessNode
         from world_expert_node.node import WorldExpertNode
 
-        cfg = load_params(self.config, 'world_expert', WorldExpertParams)
+        cfg = load_params(self.param_files, 'world_expert', WorldExpertParams)
         caches = {
             r: InProcessCache(cfg.repr_cache.capacity, cfg.repr_cache.ttl_ms, '')
             for r in self.names
@@ -427,6 +438,8 @@ def print_summary(fleet: Fleet, seconds: float) -> None:
         f'{fleet.batch_mean():.2f} frames per forward pass; memory: RSS {mem["rss_mb_total"]:.0f}'
         f' MB summed, PSS {mem["pss_mb_total"]:.0f} MB'
     )
+    if fleet.agents and not model_trained(fleet.param_files):
+        print(f'note: {UNTRAINED_NOTE}')
 
 
 def main(argv=None) -> int:
@@ -453,10 +466,18 @@ def main(argv=None) -> int:
         help='representations through shared memory (one host) or the Mooncake Store '
         f'(world host {WORLD_HOST}, robot host {ROBOT_HOST})',
     )
+    ap.add_argument(
+        '--model',
+        choices=sorted(PRESETS),
+        default='default',
+        help='default: the shipped pair; pi0: the tiny π0 (config/pi0.yaml, written on first '
+        'use; random weights)',
+    )
     ap.add_argument('--json', help='write the per-robot figures here')
     args = ap.parse_args(argv)
     if args.robots < 1:
         ap.error('--robots must be at least 1')
+    overlays = prepare_model(args.model)
     tty = sys.stdout.isatty()
 
     def show(fleet):
@@ -473,6 +494,7 @@ def main(argv=None) -> int:
         instruction=args.instruction,
         cache=args.cache,
         prefork=not args.no_prefork,
+        overlays=overlays,
     )
     ok = True
     try:

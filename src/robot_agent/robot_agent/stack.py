@@ -49,6 +49,8 @@ from wam_interfaces.msg import (
 from wam_util import convert, qos
 from wam_util.executors import BackgroundSpinner, bring_up, make_executor, spin_slice
 
+from .model_presets import PRESETS
+from .model_presets import prepare as prepare_model
 from .synthetic_robot import SyntheticRobot
 
 NAN = float('nan')
@@ -197,12 +199,15 @@ class Stack:
         robot: str = 'synthetic',
         seed: int = 0,
         agent: bool = False,
+        overlays: list[str] | None = None,
     ):
+        """``overlays``: parameter files after ``config`` (a model preset's)."""
         self.mode = mode
         self.config = config
+        self.overlays = list(overlays or [])
         ros_args = ['--ros-args']
-        if config:
-            ros_args += ['--params-file', config]
+        for path in ([config] if config else []) + self.overlays:
+            ros_args += ['--params-file', path]
         for robot_node in ('sim_robot', 'synthetic_robot'):
             ros_args += override(robot_node, 'camera_hz', camera_hz)
             ros_args += override(robot_node, 'seed', seed)
@@ -248,8 +253,8 @@ class Stack:
         from world_expert_node.node import WorldExpertNode
 
         cfg = (
-            load_params(self.config, 'world_expert', WorldExpertParams)
-            if self.config
+            load_params(self.param_files, 'world_expert', WorldExpertParams)
+            if self.param_files
             else WorldExpertParams()
         )
         cache = InProcessCache(cfg.repr_cache.capacity, cfg.repr_cache.ttl_ms, '')
@@ -318,19 +323,14 @@ class Stack:
                     raise RuntimeError(f'child {p.args[2]} exited with {p.returncode}')
 
     @property
+    def param_files(self) -> list[str]:
+        """The parameter file and its overlays, in the order the nodes read them."""
+        return ([self.config] if self.config else []) + self.overlays
+
+    @property
     def trained(self) -> bool:
         """Whether the action expert's manifest says its weights were trained."""
-        from wam_core.models.manifest import read_manifest
-
-        cfg = (
-            load_params(self.config, 'action_expert', ActionExpertParams)
-            if self.config
-            else ActionExpertParams()
-        )
-        try:
-            return bool(read_manifest(resolve_path(cfg.model_dir)).extra.get('trained', False))
-        except Exception:
-            return False
+        return model_trained(self.param_files)
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Until chunks flow and both experts report their status."""
@@ -387,6 +387,25 @@ class Stack:
         )
 
 
+def model_trained(param_files: list[str]) -> bool:
+    """Whether the action expert these parameter files configure has trained weights (its
+    manifest's ``trained``); False when it cannot be read."""
+    from wam_core.models.manifest import read_manifest
+
+    try:
+        cfg = (
+            load_params(param_files, 'action_expert', ActionExpertParams)
+            if param_files
+            else ActionExpertParams()
+        )
+        return bool(read_manifest(resolve_path(cfg.model_dir)).extra.get('trained', False))
+    except Exception:
+        return False
+
+
+UNTRAINED_NOTE = 'the weights are untrained: the arm moves but the task is not expected to succeed'
+
+
 def status_line(stack: Stack) -> str:
     s = stack.stats()
     m = stack.monitor
@@ -424,12 +443,7 @@ def print_summary(stack: Stack, seconds: float) -> None:
             ('attempts', f'{a.attempts}'),
         ]
         if not stack.trained:
-            rows.append(
-                (
-                    'note',
-                    'default weights are untrained: the arm moves but does not solve the task',
-                )
-            )
+            rows.append(('note', UNTRAINED_NOTE))
     rows += [
         ('mode', stack.mode),
         ('ran for s', f'{seconds:.0f}'),
@@ -538,6 +552,13 @@ def main(argv=None) -> int:
     )
     ap.add_argument('--seed', type=int, default=0, help='simulated episode seed')
     ap.add_argument(
+        '--model',
+        choices=sorted(PRESETS),
+        default='default',
+        help='default: the shipped pair; pi0: the tiny π0 (config/pi0.yaml, models/pi0_tiny, '
+        'written on first use; random weights)',
+    )
+    ap.add_argument(
         '--planner',
         choices=['config', 'rules', 'llm'],
         default='config',
@@ -582,6 +603,7 @@ def main(argv=None) -> int:
         extra += override('harness', 'planner.schema_mode', 'json_object')
         extra += override('harness', 'planner.timeout_s', 60.0)  # a 270M model on 2 cores
     extra += ros
+    overlays = prepare_model(args.model)
     stack = Stack(
         args.mode,
         args.config,
@@ -591,6 +613,7 @@ def main(argv=None) -> int:
         robot=args.robot,
         seed=args.seed,
         agent=args.robot == 'sim',
+        overlays=overlays,
     )
     if args.gif and hasattr(stack.robot, 'record'):
         stack.robot.record = []

@@ -231,11 +231,19 @@ def node_values(blocks: Mapping[str, Mapping[str, Any]], node: str) -> dict[str,
     return {'shared': shared, 'own': own}
 
 
-def load_params(path: str, node: str, schema: type):
-    """One node's schema from a ROS 2 parameter file, without ROS. A key in the node's own
-    block that the schema lacks is an error (a typo would otherwise be ignored); shared
-    keys that this node does not use are skipped."""
-    values = node_values(read_param_file(path), node)
+def load_params(path, node: str, schema: type):
+    """One node's schema from a ROS 2 parameter file, or several in order (an overlay
+    after config/wam.yaml: a later file's value wins, a node's own block wins over the
+    wildcards, as rcl merges them), without ROS. A key in the node's own block that the
+    schema lacks is an error (a typo would otherwise be ignored); shared keys that this
+    node does not use are skipped."""
+    paths = [path] if isinstance(path, str) else list(path)
+    values = {'shared': {}, 'own': {}}
+    for p in paths:
+        found = node_values(read_param_file(p), node)
+        values['shared'].update(found['shared'])
+        values['own'].update(found['own'])
+    path = ', '.join(paths)
     joints = {**values['shared'], **values['own']}.get('robot.joint_names')
     known = {leaf.name for leaf in leaves(schema, joints)}
     unknown = sorted(set(values['own']) - known)
