@@ -365,13 +365,14 @@ class ActionExpertNode(LifecycleNode):
         decode is in flight the robot executes the running chunk; one that overruns the
         open-loop budget brakes it to a hold, as a missing representation does."""
         done = self.decoder.take()
-        self.decoder.submit(deadline)
         if done is not None:
             # periods since the decode's grid point, and the usual lead beyond this tick
             elapsed = round((deadline - done.grid_s) / self.cfg.control.period_s)
             lead = elapsed + self.lead
             self._serve(done.result, done.grid_s, done.joint_state, lead, t0, deadline)
+            self.decoder.submit(deadline)  # after the publish, which it would only delay
             return
+        self.decoder.submit(deadline)  # the first decode, or one after an idle spell
         measured = self.ticker.joint_positions
         cmd = self.stream.command
         stamp = deadline + self._wall_minus_monotonic + self.lead * self.cfg.control.period_s
@@ -397,7 +398,11 @@ class ActionExpertNode(LifecycleNode):
             return
         tick_s = grid + self._wall_minus_monotonic  # the grid point, wall clock
         traj, reason = None, res.reason
-        if res.kind == 'chunk':
+        if res.kind == 'chunk' and lead > len(res.positions) - 2:
+            # decoded so slowly that the chunk's rows end before its stamp could apply
+            reason = 'decode_outlived_chunk'
+            self.ticker.discard(reason)
+        elif res.kind == 'chunk':
             try:
                 traj = self.stream.chunk(res.positions, tick_s, lead, measured)
                 self.stamp_lead = lead
@@ -500,6 +505,11 @@ class ActionExpertNode(LifecycleNode):
             level, message = (
                 WARN,
                 f'{self.decoder.errors} decodes failed: {self.decoder.last_error}',
+            )
+        elif self.decoder is not None and self.decoder.in_flight_s() > 1.0:
+            level, message = (
+                WARN,
+                f'a decode has been running for {self.decoder.in_flight_s():.1f} s',
             )
         elif self.last_reason:
             level, message = WARN, f'degraded: {self.last_reason}'

@@ -56,8 +56,14 @@ class OffTickDecoder:
         self._request: float | None = None
         self._done: Decoded | None = None
         self._busy = False
+        self._started = 0.0  # when the decode in flight began (monotonic s)
         self._running = False
         self._thread: threading.Thread | None = None
+
+    def in_flight_s(self) -> float:
+        """How long the decode in flight has been running (0 when none is)."""
+        with self._cv:
+            return time.monotonic() - self._started if self._busy else 0.0
 
     @property
     def busy(self) -> bool:
@@ -114,6 +120,7 @@ class OffTickDecoder:
                     return
                 grid_s, self._request = self._request, None
                 self._busy = True
+                self._started = time.monotonic()
             t0 = time.perf_counter()
             try:
                 res = self.ticker.tick()
