@@ -134,6 +134,28 @@ def test_a_slot_is_read_in_place_from_the_region_the_handle_names(seg):
     assert os.stat(shm_path(seg[0])).st_mode & 0o777 == 0o600
 
 
+def test_a_bfloat16_ring_takes_tensors_and_host_words_and_reads_bfloat16(seg):
+    """A π0 prefix in bf16: the ring is typed bfloat16; a device tensor goes in as it is,
+    a host array as its 16-bit words (how the world expert hands bf16 to a host cache);
+    the reader gets bfloat16 back, and a float32 tensor is refused."""
+    name, made = seg
+    w = CudaIpcRingWriter(name, 2, (5, 16, 8), 'v1', 'bfloat16', memory=HostMemory)
+    made.append(w)
+    r = CudaIpcRingReader(name, ttl_ms=1e6, memory=HostMemory)
+    rep = torch.randn((5, 16, 8)).to(torch.bfloat16)
+    e = w.put(FP, time.time_ns(), rep, 'bfloat16')
+    res = r.read(e.slot, 'v1', e.key, e.epoch)
+    assert res.ok and res.entry.dtype == 'bfloat16' and res.array.dtype == torch.bfloat16
+    assert torch.equal(res.array, rep)
+    words = (rep * 2).view(torch.int16).numpy().view(np.uint16)
+    e2 = w.put('cd' * 16, time.time_ns(), words, 'bfloat16')
+    assert torch.equal(r.read(e2.slot, 'v1', e2.key, e2.epoch).array, rep * 2)
+    with pytest.raises(CacheError, match='does not fit'):
+        w.put('ef' * 16, time.time_ns(), rep.float())
+    with pytest.raises(CacheError, match='a float32 representation in a ring of bfloat16'):
+        w.put('ef' * 16, time.time_ns(), rep, 'float32')
+
+
 def test_refusals_are_the_shm_backend_s(seg):
     now = [10_000_000_000]
     w = writer(seg)
