@@ -157,6 +157,9 @@ class TaskManager:
                 'instruction', ValueError(f'empty or longer than {MAX_INSTRUCTION} characters')
             )
             return GoalResponse.REJECT
+        # busy from acceptance, not from when the task's coroutine first runs: a second
+        # goal or instruction handled in between would otherwise run beside this one
+        self._busy = True
         return GoalResponse.ACCEPT
 
     def _on_instruction(self, msg: String) -> None:
@@ -190,7 +193,7 @@ class TaskManager:
         self.node.destroy_timer(timer)
 
     async def _run(self, instruction: str, goal_handle):
-        self._busy = True
+        self._busy = True  # (already, since _on_goal accepted it)
         result = ExecuteTask.Result()
         fb = ExecuteTask.Feedback()
         # the ExecuteTask goal id (a fresh one for /instruction) on every log line, the

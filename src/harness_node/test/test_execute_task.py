@@ -149,3 +149,28 @@ def test_cancel_stops_execution_and_holds(rig):
         and len(r.out[-1].points) == 1
         and r.out[-1].points[0].positions[0] == pytest.approx(0.2)
     )
+
+
+@pytest.mark.parametrize('rig', [0.5], indirect=True)
+def test_one_task_at_a_time_from_the_moment_one_is_accepted(rig):
+    """Two instructions in one executor turn: the second arrives before the first task's
+    coroutine has started, and must be refused all the same; so must a goal and 50 more
+    instructions while the task runs (issue 24, item 7)."""
+    r = rig
+    assert spin_until(r, lambda: r.client.server_is_ready(), 10)
+    # discovery: the probe's publisher has matched the node's subscription
+    assert spin_until(r, lambda: r.instr.get_subscription_count() > 0, 10)
+    r.instr.publish(String(data='put the red apple in the fridge'))
+    r.instr.publish(String(data='pick up the green cube'))
+    tasks = r.node.tasks
+    assert spin_until(r, lambda: tasks.task_state.startswith('executing'), 10)
+    handle = send(r, 'open the fridge')
+    assert not handle.accepted
+    for _ in range(50):  # spaced: the subscription's queue keeps the last 10 only
+        r.instr.publish(String(data='open the fridge'))
+        spin_until(r, lambda: False, 0.005)
+    assert spin_until(r, lambda: sum(tasks.tasks.values()) >= 1, 20)
+    spin_until(r, lambda: False, 0.5)
+    assert sum(tasks.tasks.values()) == 1, tasks.tasks
+    assert tasks.rejected_inputs.get('instruction_busy') == 52, tasks.rejected_inputs
+    assert sum(tasks.planner.plans.values()) == 1  # one task planned, one ran
