@@ -37,6 +37,9 @@ class Server:
                 mode = outer.mode
                 if mode == 'slow':
                     time.sleep(TIMEOUT * 2.5)
+                if mode in ('trickle', 'mebibyte'):
+                    self._stream(mode)
+                    return
                 if mode == 'http500':
                     self.send_response(500)
                     self.end_headers()
@@ -59,6 +62,28 @@ class Server:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _stream(self, mode):
+                """trickle: a byte every 50 ms, forever (each within any read timeout);
+                mebibyte: 1 MiB of reply. Counts what it managed to send."""
+                self.send_response(200)
+                self.send_header('Content-Type', 'application/json')
+                self.send_header('Content-Length', str(1 << 20))
+                self.end_headers()
+                try:
+                    if mode == 'trickle':
+                        for _ in range(2000):
+                            self.wfile.write(b' ')
+                            self.wfile.flush()
+                            outer.sent += 1
+                            time.sleep(0.05)
+                    else:
+                        for _ in range(64):
+                            self.wfile.write(b' ' * 16384)
+                            outer.sent += 16384
+                except OSError:  # the client hung up: what it asked for
+                    pass
+
+        self.sent = 0
         self.httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
         self.url = f'http://127.0.0.1:{self.httpd.server_address[1]}/v1'
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
@@ -174,3 +199,35 @@ def test_the_plan_cache_reuses_a_validated_plan_for_a_near_identical_instruction
     # a cached plan is still grounded: the cube is gone from view -> no reuse, refused
     with pytest.raises(PlanError, match='no blue cube in view'):
         fb.plan('pick up the blue cube', parse_scene(['fridge']))
+
+
+def test_a_trickling_server_cannot_outlive_the_planners_deadline(server):
+    """Each byte arrives well within the read timeout, so only an overall deadline ends
+    the call (issue 24, item 8: it used to read forever)."""
+    server.mode = 'trickle'
+    p = _planner(server.url, deadline_s=0.6)
+    out = {}
+
+    def call():
+        t0 = time.monotonic()
+        try:
+            p.plan('pick up the blue cube')
+        except LLMError as exc:
+            out['reason'] = exc.reason
+        out['took'] = time.monotonic() - t0
+
+    t = threading.Thread(target=call, daemon=True)
+    t.start()
+    t.join(5.0)
+    assert not t.is_alive(), 'the planner was still reading after 5 s'
+    assert out['reason'] == 'timeout' and out['took'] < 0.6 + TIMEOUT, out
+
+
+def test_an_oversized_reply_is_refused_without_reading_it_whole(server):
+    server.mode = 'mebibyte'
+    p = _planner(server.url)
+    with pytest.raises(LLMError) as exc:
+        p.plan('pick up the blue cube')
+    assert exc.value.reason == 'oversized'
+    # the reply is read up to the budget (and a transfer chunk), not the whole mebibyte
+    assert p.last_reply_bytes <= 16_384 + 65_536 < (1 << 20), p.last_reply_bytes

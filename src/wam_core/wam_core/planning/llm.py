@@ -115,6 +115,7 @@ class LLMPlanner:
         self._client = httpx.Client(
             headers=headers, trust_env=False
         )  # no proxies: loopback/LAN server
+        self.last_reply_bytes = 0  # what the last call read of its reply
 
     def request_body(self, instruction: str) -> dict:
         return {
@@ -151,22 +152,20 @@ class LLMPlanner:
             if remaining <= 0.05:
                 break
             try:
-                resp = self._client.post(
-                    self.url, json=body, timeout=min(self.timeout_s, remaining)
-                )
+                status, content = self._post(body, start, min(self.timeout_s, remaining))
             except httpx.TimeoutException as exc:
                 last = LLMError('timeout', str(exc) or 'no reply in time')
             except httpx.TransportError as exc:
                 last = LLMError('connection', str(exc))
             else:
-                if resp.status_code >= 500:
-                    last = LLMError('http_5xx', f'HTTP {resp.status_code}')
-                elif resp.status_code != 200:
+                if status >= 500:
+                    last = LLMError('http_5xx', f'HTTP {status}')
+                elif status != 200:
                     self.breaker.failure()
-                    raise LLMError('http_4xx', f'HTTP {resp.status_code}')
+                    raise LLMError('http_4xx', f'HTTP {status}')
                 else:
                     self.breaker.success()
-                    return self._parse(resp)
+                    return self._parse(content)
             self.breaker.failure()
             if not self.breaker.allow():
                 break
@@ -177,11 +176,28 @@ class LLMPlanner:
                 self.sleep(min(pause, max(0.0, self.deadline_s - (time.monotonic() - start))))
         raise last
 
-    def _parse(self, resp: httpx.Response) -> Plan:
-        if len(resp.content) > MAX_REPLY_BYTES:
-            raise LLMError('oversized', f'{len(resp.content)} bytes')
+    def _post(self, body: dict, start: float, timeout: float) -> tuple[int, bytes]:
+        """(status, reply bytes), read as a stream within a byte budget and the planner's
+        overall deadline. httpx's timeout bounds each read, not the reply: a server that
+        trickles bytes would keep a plain read going for ever, and the size of a reply
+        could only be judged once all of it was in memory."""
+        got = bytearray()
+        self.last_reply_bytes = 0
+        with self._client.stream('POST', self.url, json=body, timeout=timeout) as resp:
+            for chunk in resp.iter_bytes():
+                got += chunk
+                self.last_reply_bytes = len(got)
+                if len(got) > MAX_REPLY_BYTES:
+                    raise LLMError('oversized', f'over {MAX_REPLY_BYTES} bytes')
+                if time.monotonic() - start > self.deadline_s:
+                    raise httpx.ReadTimeout(
+                        f'the reply was still coming after the {self.deadline_s:g} s deadline'
+                    )
+            return resp.status_code, bytes(got)
+
+    def _parse(self, raw: bytes) -> Plan:
         try:
-            content = resp.json()['choices'][0]['message']['content']
+            content = json.loads(raw)['choices'][0]['message']['content']
         except (ValueError, KeyError, IndexError, TypeError):
             raise LLMError('bad_response', 'not an OpenAI chat-completions reply') from None
         if not isinstance(content, str) or not content.strip():
