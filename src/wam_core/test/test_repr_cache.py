@@ -209,3 +209,46 @@ def test_writer_and_reader_processes_hammer_the_ring_without_a_torn_read(name):
     assert torn > 0, results  # and the writer really did race them
     assert bad == 0, f'{bad} torn entries were returned as valid'
     assert not os.path.exists(shm_path(name))
+
+
+def test_the_shm_ring_refuses_a_machine_without_total_store_order(name, monkeypatch):
+    """Its seqlock relies on x86-64's store ordering: on aarch64 (a Jetson) both ends
+    refuse with the reason, and nothing is left in /dev/shm (issue 24, item 9)."""
+    import platform
+
+    monkeypatch.setattr(platform, 'machine', lambda: 'aarch64')
+    with pytest.raises(CacheError, match='x86-64 total store order and this machine is aarch64'):
+        ShmRingWriter(name, 4, SHAPE, 'v1')
+    assert not os.path.exists(shm_path(name))
+    with pytest.raises(CacheError, match='aarch64: use repr_cache.backend inprocess'):
+        ShmRingReader(name, ttl_ms=50)
+
+
+@pytest.mark.parametrize(
+    'reader_version, wrong_key, age_ms, reason',
+    [
+        ('v2', True, 500, VERSION),  # every rule broken: the version decides
+        ('v1', True, 500, 'key_mismatch'),
+        ('v1', False, 500, STALE),
+        ('v1', False, 10, ''),
+    ],
+)
+def test_every_backend_refuses_an_entry_for_the_same_reason(
+    name, reader_version, wrong_key, age_ms, reason
+):
+    clock = Clock()
+    inproc = InProcessCache(4, ttl_ms=50, version='v1', clock=clock)
+    writer = ShmRingWriter(name, 4, SHAPE, 'v1')
+    reader = ShmRingReader(name, ttl_ms=50, clock=clock)
+    try:
+        got = []
+        for w, r in ((inproc, inproc), (writer, reader)):
+            e = w.put(FP, clock.t, _arr(1))
+            clock.t += int(age_ms * 1e6)
+            res = r.read(e.slot, reader_version, key='x' if wrong_key else e.key)
+            clock.t -= int(age_ms * 1e6)
+            got.append(res.reason)
+        assert got == [reason, reason]
+    finally:
+        reader.close()
+        writer.close()

@@ -11,15 +11,13 @@ from collections.abc import Callable
 import numpy as np
 
 from .protocol import (
-    KEY_MISMATCH,
     MISS,
-    STALE,
     UNKNOWN_SLOT,
-    VERSION,
     CacheEntry,
     CacheError,
     ReadCounters,
     ReadResult,
+    entry_refusal,
     make_key,
     now_ns,
 )
@@ -142,13 +140,13 @@ class InProcessCache:
         if cur is None:
             return self.stats.refuse(MISS)
         entry, array = cur
-        if entry.version != version:
-            return self.stats.refuse(VERSION)
-        if key is not None and entry.key != key:
-            return self.stats.refuse(KEY_MISMATCH)
-        age = self.clock() - entry.stamp_ns
-        if age > self.ttl_ns:
-            return self.stats.refuse(STALE)
+        now = self.clock()
+        why = entry_refusal(
+            entry.version, entry.key, entry.stamp_ns, version, key, now, self.ttl_ns
+        )
+        if why:
+            return self.stats.refuse(why)
+        age = now - entry.stamp_ns
         seq = self._seq[slot]
         if copy_into is not None:
             copy_into[...] = array

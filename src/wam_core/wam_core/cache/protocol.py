@@ -50,6 +50,28 @@ def storage_dtype(name: str) -> np.dtype:
         ) from None
 
 
+def entry_refusal(
+    version: str,
+    key: str,
+    stamp_ns: int,
+    reader_version: str,
+    wanted_key: str | None,
+    now: int,
+    ttl_ns: int,
+) -> str:
+    """Why a reader may not use an entry ('' if it may), one rule for every backend, in one
+    order: another model version, then another key than the descriptor named, then an
+    observation older than the TTL. (Whether the slot was rewritten while read is the
+    backend's own seqlock check, on top.)"""
+    if version != reader_version:
+        return VERSION
+    if wanted_key is not None and key != wanted_key:
+        return KEY_MISMATCH
+    if now - stamp_ns > ttl_ns:
+        return STALE
+    return ''
+
+
 def now_ns() -> int:
     """The cache clock: wall time, the same clock as ROS message stamps."""
     return time.time_ns()

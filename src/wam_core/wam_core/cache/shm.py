@@ -7,7 +7,10 @@ and reclaimed at start when the writer that made them is dead; a reader re-attac
 when the writer restarts (a new inode or epoch).
 
 The seqlock relies on x86-64's total store order for the ordering of the plain
-8-byte stores numpy makes; on weaker memory models (ARM) it would need fences.
+8-byte stores numpy makes; on weaker memory models (ARM: an aarch64 Jetson is a likely
+robot computer) a reader could see the sequence turn even before the data it guards, so
+both ends refuse to open a ring there, with the reason (``store_order_problem``). Fences
+from Python would need a native extension; the other backends serve such a machine.
 
 The same segment carries the ``cuda_ipc`` ring's sequence words and slot headers: there
 the header says the slot data lives in device memory (``H_DATA_LOCATION``) and holds the
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import platform
 import secrets
 import time
 from collections.abc import Callable
@@ -26,18 +30,16 @@ from collections.abc import Callable
 import numpy as np
 
 from .protocol import (
-    KEY_MISMATCH,
     MISS,
     NO_SEGMENT,
-    STALE,
     STORAGE_DTYPES,
     TORN,
     UNKNOWN_SLOT,
-    VERSION,
     CacheEntry,
     CacheError,
     ReadCounters,
     ReadResult,
+    entry_refusal,
     make_key,
     now_ns,
     storage_dtype,
@@ -69,6 +71,22 @@ S_SEQ, S_STAMP, S_WRITTEN, S_NDIM = 0, 1, 2, 3
 S_SHAPE = 4  # 4 words
 S_DTYPE, S_NBYTES, S_GENERATION = 8, 9, 10
 S_FP_OFF, S_VERSION_OFF = 96, 128  # byte offsets of fingerprint and version strings
+
+
+# machines whose stores are seen by other cores in program order (total store order)
+TSO_MACHINES = ('x86_64', 'amd64', 'i386', 'i686')
+
+
+def store_order_problem(machine: str | None = None) -> str:
+    """Why this machine cannot keep the seqlock's ordering ('' if it can)."""
+    m = (machine if machine is not None else platform.machine()).lower()
+    if m in TSO_MACHINES:
+        return ''
+    return (
+        f"the shm ring's seqlock relies on x86-64 total store order and this machine is "
+        f'{m or "unknown"}: use repr_cache.backend inprocess (every node in one process) '
+        'or mooncake'
+    )
 
 
 def shm_path(name: str) -> str:
@@ -165,6 +183,9 @@ class ShmRingWriter:
     ):
         if dtype not in DTYPE_CODES:
             raise CacheError(f'unsupported dtype {dtype}')
+        why = store_order_problem()
+        if why:
+            raise CacheError(why)
         self.segment = name
         self.path = shm_path(name)
         self.capacity = capacity
@@ -378,6 +399,9 @@ class ShmRingReader:
     REATTACH_CHECK_S = 0.25
 
     def __init__(self, name: str, ttl_ms: float, clock: Callable[[], int] = now_ns):
+        why = store_order_problem()
+        if why:
+            raise CacheError(why)
         self.segment = name
         self.path = shm_path(name)
         self.ttl_ns = int(ttl_ms * 1e6)
@@ -515,10 +539,14 @@ class ShmRingReader:
         ndim = int(w[S_NDIM])
         dtype_code = int(w[S_DTYPE])
         shape = tuple(int(x) for x in w[S_SHAPE : S_SHAPE + min(ndim, 4)])
-        if slot_version != version:
-            return self.stats.refuse(VERSION if slot_version else MISS)
-        if key is not None and make_key(fp, slot_version) != key:
-            return self.stats.refuse(KEY_MISMATCH)
+        if not slot_version:  # cleared (a model-version change): nothing there
+            return self.stats.refuse(MISS)
+        now = self.clock()
+        why = entry_refusal(
+            slot_version, make_key(fp, slot_version), stamp, version, key, now, self.ttl_ns
+        )
+        if why:
+            return self.stats.refuse(why)
         dtype = DTYPE_NAMES.get(dtype_code)
         if dtype is None or int(np.prod(shape)) * ITEMSIZE[dtype] > lay.slot_bytes:
             return self.stats.refuse(TORN)
@@ -527,9 +555,7 @@ class ShmRingReader:
             view = self._copy(view, copy_into)
         if int(w[S_SEQ]) != s1:  # rewritten while we read it
             return self.stats.refuse(TORN)
-        age = self.clock() - stamp
-        if age > self.ttl_ns:
-            return self.stats.refuse(STALE)
+        age = now - stamp
         self.stats.hits += 1
         entry = CacheEntry(
             make_key(fp, slot_version), fp, slot_version, slot, s1, stamp, shape, dtype, self.epoch
