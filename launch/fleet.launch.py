@@ -25,6 +25,7 @@ from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PythonExpression
 
 import launch
+from wam_core.common.check_config import require_consistent
 from wam_util.launching import managed_node
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -42,6 +43,7 @@ def _fleet(context):
     robot_host = LaunchConfiguration('robot_host').perform(context)
     config = LaunchConfiguration('config').perform(context)
     layers = [config, os.path.join(ROOT, 'config', 'fleet.yaml')]
+    require_consistent(layers)  # the rules across nodes, before anything starts
     names = [f'robot{k + 1}' for k in range(n)]
     # launch drives the lifecycle transitions, so the nodes must not self-activate
     cache_params = {'repr_cache.backend': cache, 'autostart': False}

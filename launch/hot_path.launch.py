@@ -17,9 +17,16 @@ import launch_ros.actions
 from launch.conditions import LaunchConfigurationEquals
 
 import launch
+from wam_core.common.check_config import require_consistent
 from wam_util.launching import managed_node
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _check_config(context):
+    """The rules across nodes (wam_core.common.check_config), before anything starts."""
+    require_consistent([launch.substitutions.LaunchConfiguration('config').perform(context)])
+    return []
 
 
 def generate_launch_description():
@@ -39,6 +46,7 @@ def generate_launch_description():
             description='the MuJoCo tabletop (with the agent), the synthetic source, '
             "or 'none' for a real robot",
         ),
+        launch.actions.OpaqueFunction(function=_check_config),
         launch.actions.SetEnvironmentVariable('OMP_NUM_THREADS', '1'),
         # relative model paths in the config resolve against the repository root
         launch.actions.SetEnvironmentVariable(

@@ -39,6 +39,7 @@ from rclpy.parameter import Parameter
 
 from wam_core.cache.inprocess import InProcessCache
 from wam_core.cache.mooncake_master import MooncakeMaster
+from wam_core.common.check_config import require_consistent
 from wam_core.common.config import WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config, workspace_root
@@ -114,6 +115,7 @@ class Fleet:
         self.names = robot_names(robots)
         self.config = config or default_config()
         self.param_files = [self.config, fleet_config(), *(overlays or [])]
+        require_consistent(self.param_files)  # cross-node rules, before anything starts
         self._ros_args = ['--ros-args']
         for path in self.param_files:
             self._ros_args += ['--params-file', path]

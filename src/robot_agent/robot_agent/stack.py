@@ -28,6 +28,7 @@ from std_msgs.msg import Bool
 from trajectory_msgs.msg import JointTrajectory
 
 from wam_core.cache.inprocess import InProcessCache
+from wam_core.common.check_config import require_consistent
 from wam_core.common.config import ActionExpertParams, WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config, resolve_path
@@ -205,6 +206,8 @@ class Stack:
         self.mode = mode
         self.config = config
         self.overlays = list(overlays or [])
+        if self.param_files:  # cross-node rules, before anything starts
+            require_consistent(self.param_files)
         ros_args = ['--ros-args']
         for path in ([config] if config else []) + self.overlays:
             ros_args += ['--params-file', path]

@@ -157,3 +157,31 @@ def test_relative_paths_need_the_workspace_root(monkeypatch):
     monkeypatch.delenv('WAM_ROOT')
     with pytest.raises(ConfigError, match='WAM_ROOT is not set'):
         resolve_path('models/w')
+
+
+def test_rules_across_nodes_are_checked_where_both_values_are_known(tmp_path):
+    """The harness's chunk_hold_s must exceed the action expert's open-loop budget; each
+    node checks only its own parameters, so the parameter files are checked as a whole
+    (issue 24, item 4)."""
+    from wam_core.common.check_config import cross_node_problems, main, require_consistent
+
+    assert cross_node_problems([default_config()]) == []
+    bad = tmp_path / 'bad.yaml'
+    bad.write_text(
+        '/**/harness:\n  ros__parameters:\n    safety: {chunk_hold_s: 0.05}\n'
+        '/**/action_expert:\n  ros__parameters:\n    repr_cache: {ttl_ms: 80.0}\n'
+    )
+    problems = cross_node_problems([default_config(), str(bad)])
+    assert len(problems) == 2
+    assert (
+        'safety.chunk_hold_s (0.05 s) must exceed action_expert degrade.max_open_loop_s'
+        in (problems[0])
+    )
+    assert 'repr_cache.ttl_ms differs: world_expert 50.0, action_expert 80.0' in problems[1]
+    with pytest.raises(ConfigError, match='chunk_hold_s'):
+        require_consistent([default_config(), str(bad)])
+    assert main([default_config(), str(bad)]) == 1 and main([default_config()]) == 0
+    typo = tmp_path / 'typo.yaml'
+    typo.write_text('/**/action_expert:\n  ros__parameters:\n    timout_ms: 10.0\n')
+    (problem,) = cross_node_problems([default_config(), str(typo)])
+    assert 'action_expert has no parameter(s) timout_ms' in problem

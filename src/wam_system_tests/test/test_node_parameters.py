@@ -82,3 +82,29 @@ def test_a_mistyped_or_out_of_range_value_fails_configure_naming_the_parameter(r
         node.destroy_node()
     with pytest.raises(ConfigError, match='safety.chunk_timeout_s'):
         HarnessNode(parameter_overrides=[Parameter('safety.chunk_timeout_s', value=-1.0)])
+
+
+def test_a_parameter_no_node_has_fails_configure_naming_it(ros):
+    """A typo in a parameter file or on the command line is refused at run time as the
+    schema check refuses it without ROS (issue 24, item 4: rclpy ignored it silently)."""
+    ok = [Parameter('repr_cache.backend', value='shm')]  # configures without a writer
+    node = ActionExpertNode(parameter_overrides=ok)
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+    finally:
+        node.destroy_node()
+    node = ActionExpertNode(parameter_overrides=[*ok, Parameter('timout_ms', value=10.0)])
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
+        with pytest.raises(ConfigError, match='parameter timout_ms: no node of the stack has it'):
+            node.params.read()
+    finally:
+        node.destroy_node()
+    # a name another node declares is meant for that node (a /** block reaches every node)
+    node = ActionExpertNode(parameter_overrides=[Parameter('safety.chunk_hold_s', value=0.2)])
+    try:
+        node.params.read()
+    finally:
+        node.destroy_node()
+    with pytest.raises(ConfigError, match='parameter planner.llm_urll'):
+        HarnessNode(parameter_overrides=[Parameter('planner.llm_urll', value='http://x')])

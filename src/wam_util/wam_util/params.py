@@ -5,7 +5,11 @@ with a ParameterDescriptor (description, type, range, allowed values), so
 ``ros2 param describe`` explains each one. A value of the wrong type or out of range
 in a parameter file does not crash the constructor: the error is kept, and ``read()``
 raises ConfigError naming the parameter, which a lifecycle node turns into a failed
-*configure* with that message.
+*configure* with that message. So does a parameter given to the node that no node of
+the stack declares (a typo in config/wam.yaml or on the command line), as
+``load_params`` refuses it without ROS: rclpy would otherwise ignore it silently. A name
+another node declares is taken as meant for that node (a ``/**`` block reaches every
+node); so are per-joint limits of joints this robot does not have.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from rclpy.exceptions import (
 )
 from rclpy.parameter import Parameter
 
+from wam_core.common.config import NODE_SCHEMAS
 from wam_core.common.params import REQUIRED, ConfigError, Leaf, from_flat, leaves
 
 _TYPES = {
@@ -28,6 +33,15 @@ _TYPES = {
     list: Parameter.Type.STRING_ARRAY,
 }
 JOINT_NAMES = 'robot.joint_names'
+# declared by rclpy itself on every node (and by diagnostic_updater on a full install);
+# qos_overrides.* is rclpy's QoS-override mechanism
+BUILT_IN = ('use_sim_time', 'start_type_description_service', 'diagnostic_updater.period')
+BUILT_IN_PREFIXES = ('qos_overrides.',)
+
+
+def stack_parameter_names(joints: list[str] | None) -> set[str]:
+    """Every parameter some node of the stack declares (for these joint names)."""
+    return {leaf.name for schema in NODE_SCHEMAS.values() for leaf in leaves(schema, joints)}
 
 
 def descriptor(leaf: Leaf) -> ParameterDescriptor:
@@ -66,6 +80,23 @@ class NodeParams:
         for leaf in self.leaves:
             if leaf.name != JOINT_NAMES:
                 self._declare(leaf)
+        self._refuse_unknown(joints)
+
+    def _refuse_unknown(self, joints: list[str] | None) -> None:
+        given = getattr(self.node, '_parameter_overrides', {})  # file + command line
+        known = stack_parameter_names(joints)
+        ours = set(joints or ())
+        for name in sorted(given):
+            if name in known or name in BUILT_IN or name.startswith(BUILT_IN_PREFIXES):
+                continue
+            parts = name.split('.')
+            if parts[0] == 'joint_limits' and len(parts) == 3 and parts[1] not in ours:
+                continue  # limits of a joint this robot does not have: another robot's
+            self.errors.append(
+                f'parameter {name}: no node of the stack has it (typo? '
+                f'{self.node.get_name()} declares {len(self.leaves)} parameters: '
+                '`ros2 param list`)'
+            )
 
     def _declare(self, leaf: Leaf) -> None:
         value = _TYPES[leaf.kind] if leaf.default is REQUIRED else leaf.default
