@@ -38,6 +38,7 @@ from wam_core.common.params import ConfigError
 from wam_core.common.paths import resolve_path
 from wam_core.common.robot import robot_of_namespace
 from wam_core.common.status import ERROR, OK, WARN
+from wam_core.common.thread_errors import ThreadErrors
 from wam_core.control.joint_state import JointStateError, JointStateMapper
 from wam_core.control.limits import ChunkRejected
 from wam_core.control.trajectory import Trajectory
@@ -74,6 +75,8 @@ class ActionExpertNode(LifecycleNode):
         self.decode_mode = 'tick'
         self._warm_p99 = math.nan  # the warm-up's prepare + decode p99, ms
         self.control_ticks = 0  # ticks of the 50 Hz clock (async: decodes are fewer)
+        # exceptions the tick, decode and fetch threads survived (tracebacks in the log)
+        self.thread_errors = ThreadErrors(lambda m: self.get_logger().error(m))
         self._tick_clock: DeadlineTimer | None = None
         self._diag_timer = None
         self._subs = []
@@ -139,6 +142,7 @@ class ActionExpertNode(LifecycleNode):
             cfg.control.period_s,  # a model trained at another period is resampled onto it
         )
         if self._remote:
+            self.cache.thread_errors = self.thread_errors  # the fetch thread's
             self.cache.on_fetch_ms = self.fetch.add
             self.cache.on_ready = lambda e: self.ticker.set_descriptor(
                 Descriptor(e.key, e.version, e.slot, e.epoch)
@@ -204,7 +208,11 @@ class ActionExpertNode(LifecycleNode):
         freeze_heap()  # no collection walks the model's objects during a tick
         self._wall_minus_monotonic = time.time() - time.monotonic()
         self._tick_clock = DeadlineTimer(
-            self.cfg.control.period_s, self._tick, 'action_expert_tick', self.cfg.realtime_priority
+            self.cfg.control.period_s,
+            self._tick,
+            'action_expert_tick',
+            self.cfg.realtime_priority,
+            self.thread_errors,
         )
         self.diagnostics.start()
         self._diag_timer = self.create_timer(self.diagnostics.TIMER_S, self._diagnostics_due)
@@ -234,7 +242,10 @@ class ActionExpertNode(LifecycleNode):
 
     def on_deactivate(self, state: State) -> TransitionCallbackReturn:
         self.ready = False
-        self._stop_clock()
+        if not self._stop_clock():
+            # the tick (or a decode) still runs and may still write the chunk stream: no
+            # hold from here on top of it; the transition fails with the reason logged
+            return TransitionCallbackReturn.FAILURE
         here = self.ticker.joint_positions
         if here is not None:  # leave the robot braking to rest, not mid-chunk
             traj = self.stream.hold(time.time() + self.cfg.control.period_s, here)
@@ -254,29 +265,42 @@ class ActionExpertNode(LifecycleNode):
         self.ticker.timeout_ms = self.cfg.timeout_ms
         if mode == 'async':
             self.ticker.timeout_ms = math.inf  # slower than a period by design
-            self.decoder = OffTickDecoder(self.ticker, self.cfg.num_threads)
+            self.decoder = OffTickDecoder(
+                self.ticker, self.cfg.num_threads, errors=self.thread_errors
+            )
 
-    def _stop_clock(self) -> None:
+    def _stop_clock(self) -> bool:
+        """Stop the tick and the off-tick decode; False (logged) if either outlived 2 s.
+        The handle is kept then: the thread still runs, and a later stop may find it done."""
+        stopped = True
         if self._tick_clock is not None:
-            if not self._tick_clock.stop():
+            if self._tick_clock.stop():
+                self._tick_clock = None
+            else:
                 self.get_logger().error('the tick did not finish within 2 s of the stop')
-            self._tick_clock = None
+                stopped = False
         if self.decoder is not None:
-            if not self.decoder.stop():
+            if self.decoder.stop():
+                self.decoder = None
+            else:
                 self.get_logger().error('the decode did not finish within 2 s of the stop')
-            self.decoder = None
+                stopped = False
+        return stopped
 
     def on_cleanup(self, state: State) -> TransitionCallbackReturn:
-        self.release()
-        return TransitionCallbackReturn.SUCCESS
+        ok = self.release()
+        return TransitionCallbackReturn.SUCCESS if ok else TransitionCallbackReturn.FAILURE
 
     def on_shutdown(self, state: State) -> TransitionCallbackReturn:
-        self.release()
-        return TransitionCallbackReturn.SUCCESS
+        ok = self.release()
+        return TransitionCallbackReturn.SUCCESS if ok else TransitionCallbackReturn.FAILURE
 
-    def release(self) -> None:
+    def release(self) -> bool:
+        """Stop serving and close the cache; False if the tick or a decode would not stop
+        (the cache is then left to it)."""
         self.ready = False
-        self._stop_clock()
+        if not self._stop_clock():
+            return False
         if self.metrics is not None:
             self.metrics.stop()
         if self._diag_timer is not None:
@@ -285,6 +309,7 @@ class ActionExpertNode(LifecycleNode):
         if self.cache is not None and self._shared_cache is None:
             self.cache.close()
         self.cache = None
+        return True
 
     # inputs -------------------------------------------------------------------
     def _reject(self, what: str, exc: Exception) -> None:
@@ -501,10 +526,10 @@ class ActionExpertNode(LifecycleNode):
                 WARN,
                 f'{self._tick_clock.errors} ticks failed: {self._tick_clock.last_error}',
             )
-        elif self.decoder is not None and self.decoder.errors:
+        elif self.thread_errors.total:
             level, message = (
                 WARN,
-                f'{self.decoder.errors} decodes failed: {self.decoder.last_error}',
+                f'{self.thread_errors.total} exceptions survived: {self.thread_errors.latest()}',
             )
         elif self.decoder is not None and self.decoder.in_flight_s() > 1.0:
             level, message = (
@@ -568,6 +593,7 @@ class ActionExpertNode(LifecycleNode):
             degraded_outcomes=convert.reason_counts(self.stream.outcomes),
             stamp_lead_periods=self.stamp_lead,
             late_stamps=self.late_stamps,
+            thread_errors=convert.reason_counts(self.thread_errors.snapshot()),
             skipped_deadlines=self._tick_clock.skipped if self._tick_clock is not None else 0,
         )
 

@@ -232,3 +232,90 @@ def test_an_action_expert_slower_than_a_period_decodes_off_the_tick_never_late(p
         ex.shutdown()
         node.destroy_node()
         probe.destroy_node()
+
+
+def _serving_node(models, cache):
+    node = ActionExpertNode(
+        cache=cache,
+        parameter_overrides=[
+            Parameter('model_dir', value=models['action_dir']),
+            Parameter('warmup_requests', value=2),
+        ],
+    )
+    assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+    assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+    return node
+
+
+def test_a_tick_that_raises_is_counted_in_the_status_and_the_clock_goes_on(models, ros):
+    """(issue 24, items 6 and 11) The tick's exception reaches the typed status and the
+    log (with its traceback), and the clock keeps ticking."""
+    node = _serving_node(models, InProcessCache(4, 10_000, models['version']))
+    ex = make_executor()
+    ex.add_node(node)
+    try:
+        real = node.ticker.tick
+        calls = [0]
+
+        def sometimes_boom():
+            calls[0] += 1
+            if calls[0] % 5 == 0:
+                raise ZeroDivisionError('boom in the tick')
+            return real()
+
+        node.ticker.tick = sometimes_boom
+        _spin(ex, 0.5)
+        st = node._status()
+        errors = {rc.reason: rc.count for rc in st.thread_errors}
+        assert errors.get('action_expert_tick', 0) >= 3, errors
+        assert st.level == 1 and 'boom in the tick' in st.message
+        assert calls[0] >= 20  # the clock went on ticking
+    finally:
+        node.ticker.tick = real
+        node.release()
+        ex.shutdown()
+        node.destroy_node()
+
+
+def test_a_tick_that_will_not_stop_fails_the_transition_and_publishes_nothing(models, ros):
+    """A tick still running after the stop's 2 s may still write the chunk stream: the
+    node must not publish a hold over it, and deactivate fails with the reason (issue 24,
+    item 6: it used to drop the handle and publish)."""
+    node = _serving_node(models, InProcessCache(4, 10_000, models['version']))
+    probe = rclpy.create_node('probe')
+    out = []
+    probe.create_subscription(JointTrajectory, '/action_expert/raw_chunk', out.append, 100)
+    js_pub = probe.create_publisher(JointState, '/joint_states', qos.SENSOR)
+    ex = make_executor()
+    ex.add_node(node)
+    ex.add_node(probe)
+    names = list(TABLETOP_ARM.joint_names)
+    release = [False]
+    real = node.ticker.tick
+
+    def stuck():
+        end = time.monotonic() + 3.0
+        while not release[0] and time.monotonic() < end:
+            time.sleep(0.01)
+        return real()
+
+    try:
+        js_pub.publish(JointState(name=names, position=[0.0] * 6 + [0.02]))
+        _spin(ex, 0.3)
+        assert node.ticker.joint_positions is not None
+        node.ticker.tick = stuck
+        _spin(ex, 0.1)
+        n0 = len(out)
+        assert node.trigger_deactivate() == TransitionCallbackReturn.FAILURE
+        _spin(ex, 0.3)
+        assert len(out) == n0  # no hold published over the running tick
+        release[0] = True
+        time.sleep(0.1)
+        assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS  # now it stops
+    finally:
+        release[0] = True
+        node.ticker.tick = real
+        node.release()
+        ex.shutdown()
+        node.destroy_node()
+        probe.destroy_node()

@@ -28,6 +28,7 @@ from wam_core.common.params import ConfigError
 from wam_core.common.paths import resolve_path
 from wam_core.common.robot import robot_of_namespace
 from wam_core.common.status import OK, WARN
+from wam_core.common.thread_errors import ThreadErrors
 from wam_core.control.joint_state import JointStateError, JointStateMapper
 from wam_core.models.manifest import ManifestError
 from wam_core.models.precision import resolve_precision
@@ -83,6 +84,8 @@ class WorldExpertNode(LifecycleNode):
         self.rejected_subtasks = 0
         self._syncs: dict[str, ViewSync] = {}  # per robot, when the model has several views
         self.cache_write_failures = 0
+        # exceptions the encoder thread survived, with their tracebacks in the log
+        self.thread_errors = ThreadErrors(lambda m: self.get_logger().error(m))
         self.ready = False
         # Frames are encoded on a worker thread, newest first per robot (a frame that
         # arrives while its robot's last one waits replaces it), batched across robots:
@@ -244,34 +247,49 @@ class WorldExpertNode(LifecycleNode):
         for sub in self._subs:
             self.destroy_subscription(sub)
         self._subs = []
-        self._stop_worker()
+        if not self._stop_worker():
+            return TransitionCallbackReturn.FAILURE
         return super().on_deactivate(state)
 
-    def _stop_worker(self) -> None:
+    def _stop_worker(self) -> bool:
+        """Stop the encoder thread; False (logged) if an encode outlived 2 s: then the
+        caches it may still write are left alone and the transition fails."""
         with self._wake:
             self._running = False
             self._wake.notify()
-        if self._worker is not None and self._worker is not threading.current_thread():
-            self._worker.join(timeout=2.0)
+        worker = self._worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(timeout=2.0)
+            if worker.is_alive():
+                self.get_logger().error(
+                    'the encoder thread did not stop within 2 s (an encode still running): '
+                    'its caches stay open'
+                )
+                return False
         self._worker = None
+        return True
 
     def on_cleanup(self, state: State) -> TransitionCallbackReturn:
-        self.release()
-        return TransitionCallbackReturn.SUCCESS
+        ok = self.release()
+        return TransitionCallbackReturn.SUCCESS if ok else TransitionCallbackReturn.FAILURE
 
     def on_shutdown(self, state: State) -> TransitionCallbackReturn:
-        self.release()
-        return TransitionCallbackReturn.SUCCESS
+        ok = self.release()
+        return TransitionCallbackReturn.SUCCESS if ok else TransitionCallbackReturn.FAILURE
 
-    def release(self) -> None:
+    def release(self) -> bool:
+        """Stop serving and free the caches; False if the encoder thread would not stop
+        (the caches are then left to it)."""
         self.ready = False
-        self._stop_worker()
+        if not self._stop_worker():
+            return False
         if self.metrics is not None:
             self.metrics.stop()
         if self._diag_timer is not None:
             self.destroy_timer(self._diag_timer)
             self._diag_timer = None
         self._close_caches()
+        return True
 
     def _close_caches(self) -> None:
         if self._shared_cache is None:
@@ -348,8 +366,8 @@ class WorldExpertNode(LifecycleNode):
                 batch = self.window.take()
             try:
                 results = self.fleet_encoder.encode(batch)
-            except Exception as exc:  # never let one batch kill the encoder
-                self.get_logger().error(f'encode failed: {exc!r}', throttle_duration_sec=1.0)
+            except Exception as exc:  # never let one batch kill the encoder: counted, logged
+                self.thread_errors.record(exc, 'world_encoder')
                 continue
             for robot, frame, out in results:
                 if isinstance(out, ImageError):
@@ -396,6 +414,11 @@ class WorldExpertNode(LifecycleNode):
         level, message = OK, 'encoding'
         if not self.ready:
             level, message = WARN, 'not active'
+        elif self.thread_errors.total:
+            level, message = (
+                WARN,
+                f'{self.thread_errors.total} exceptions survived: {self.thread_errors.latest()}',
+            )
         elif rate < 0.5 * expected:
             level, message = (
                 WARN,
@@ -448,6 +471,7 @@ class WorldExpertNode(LifecycleNode):
             if self.fleet
             else [],
             batch_mean=self.fleet_encoder.batch_mean,
+            thread_errors=convert.reason_counts(self.thread_errors.snapshot()),
             latency=[convert.latency_stats(k, s) for k, s in self.encoder.timer.summary().items()],
         )
 

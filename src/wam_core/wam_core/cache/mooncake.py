@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..common.thread_errors import ThreadErrors
 from .inprocess import InProcessCache
 from .protocol import CacheEntry, CacheError, ReadResult, make_key, now_ns, storage_dtype
 
@@ -269,6 +270,8 @@ class MooncakeReader:
         self.fetch_refused: dict[str, int] = {}  # under _lock: two threads count
         self._lock = threading.Lock()
         self.fetches = 0
+        # exceptions on the fetch thread (the node sets its logger and reports the counts)
+        self.thread_errors = ThreadErrors()
         self.on_ready: Callable[[CacheEntry], None] | None = None  # a fetched entry
         self.on_fetch_ms: Callable[[float], None] | None = None  # each fetch's latency
         self._store = _connect(cfg, cfg.reader_hostname, 0)  # a reader lends no memory
@@ -311,8 +314,9 @@ class MooncakeReader:
                 entry = self._fetch(rep, arrived)
                 if entry is not None and self.on_ready is not None:
                     self.on_ready(entry)
-            except Exception:  # the store went away mid-call: the tick sees no entry
+            except Exception as exc:  # the store went away mid-call: the tick sees no entry
                 self._refuse(FETCH_FAILED)
+                self.thread_errors.record(exc, 'repr_fetch')  # counted, logged with its trace
 
     def _fetch(self, rep: RemoteRepresentation, arrived: float) -> CacheEntry | None:
         try:

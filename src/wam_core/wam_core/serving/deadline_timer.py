@@ -25,6 +25,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from ..common.thread_errors import ThreadErrors
+
 
 class DeadlineTimer:
     def __init__(
@@ -33,7 +35,9 @@ class DeadlineTimer:
         callback: Callable[[float], None],
         name: str = 'tick',
         priority: int = 0,
+        errors: ThreadErrors | None = None,
     ):
+        """``errors``: where a tick's exception is counted and logged with its traceback."""
         if not period_s > 0:
             raise ValueError(f'period must be positive, got {period_s}')
         self.priority = priority
@@ -46,6 +50,7 @@ class DeadlineTimer:
         self.skipped = 0  # deadlines missed because a tick overran a whole period
         self.errors = 0
         self.last_error = ''
+        self.thread_errors = errors
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -97,6 +102,8 @@ class DeadlineTimer:
             except Exception as exc:  # a tick's bug must not stop the clock; counted, reported
                 self.errors += 1
                 self.last_error = f'{type(exc).__name__}: {exc}'
+                if self.thread_errors is not None:
+                    self.thread_errors.record(exc, self.name)
             deadline += self.period_s
             late = time.monotonic() - deadline
             if late >= self.period_s:  # overran whole periods: skip those deadlines

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..common.thread_errors import ThreadErrors
 from .action_ticker import ActionTicker, TickResult
 from .latency import LatencyWindow
 
@@ -44,8 +45,16 @@ class Decoded:
 
 
 class OffTickDecoder:
-    def __init__(self, ticker: ActionTicker, num_threads: int = 1, name: str = 'action_decode'):
+    def __init__(
+        self,
+        ticker: ActionTicker,
+        num_threads: int = 1,
+        name: str = 'action_decode',
+        errors: ThreadErrors | None = None,
+    ):
+        """``errors``: where a decode's exception is counted and logged with its traceback."""
         self.ticker = ticker
+        self.thread_errors = errors
         self.num_threads = num_threads
         self.name = name
         self.decode_ms = LatencyWindow()  # request -> chunk ready, ms
@@ -127,6 +136,8 @@ class OffTickDecoder:
             except Exception as exc:  # a decode's bug must not end serving: counted, held
                 self.errors += 1
                 self.last_error = f'{type(exc).__name__}: {exc}'
+                if self.thread_errors is not None:
+                    self.thread_errors.record(exc, self.name)
                 res = TickResult('degraded', None, 'decode_error')
                 self.ticker.degraded['decode_error'] = (
                     self.ticker.degraded.get('decode_error', 0) + 1
