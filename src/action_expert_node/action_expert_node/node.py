@@ -80,6 +80,7 @@ class ActionExpertNode(LifecycleNode):
         self._tick_clock: DeadlineTimer | None = None
         self._diag_timer = None
         self._subs = []
+        self._pub = None
         self.stream: ChunkStream | None = None
         self.timer_stats = StageTimer('cache_read', 'prepare', 'forward', 'publish', 'tick')
         self.period = LatencyWindow()
@@ -187,6 +188,8 @@ class ActionExpertNode(LifecycleNode):
             self.metrics.latency(stage, window)
         self.metrics.status('action_expert', self.status)
         self.metrics.start()
+        # diagnostics from configure to cleanup: a configured, inactive expert says so
+        self._diag_timer = self.create_timer(self.diagnostics.TIMER_S, self._diagnostics_due)
         resampled = (
             f' at {spec.period_s * 1e3:g} ms, resampled onto {cfg.control.period_s * 1e3:g} ms'
             if abs(spec.period_s - cfg.control.period_s) > 1e-9
@@ -215,7 +218,6 @@ class ActionExpertNode(LifecycleNode):
             self.thread_errors,
         )
         self.diagnostics.start()
-        self._diag_timer = self.create_timer(self.diagnostics.TIMER_S, self._diagnostics_due)
         self.ready = True
         res = super().on_activate(state)  # activates the publisher: then the first tick
         if self.decoder is not None:
@@ -303,9 +305,18 @@ class ActionExpertNode(LifecycleNode):
             return False
         if self.metrics is not None:
             self.metrics.stop()
+            self.metrics = None
+        # what configure created goes with cleanup (its mirror): a second configure must
+        # not find the first one's subscriptions still delivering
         if self._diag_timer is not None:
             self.destroy_timer(self._diag_timer)
         self._diag_timer = None
+        for sub in self._subs:
+            self.destroy_subscription(sub)
+        self._subs = []
+        if self._pub is not None:
+            self.destroy_lifecycle_publisher(self._pub)
+        self._pub = None
         if self.cache is not None and self._shared_cache is None:
             self.cache.close()
         self.cache = None

@@ -185,6 +185,10 @@ class WorldExpertNode(LifecycleNode):
             self.metrics.latency(stage, timer.stages[stage])
         self.metrics.status('world_expert', self.status)
         self.metrics.start()
+        # diagnostics from configure to cleanup: a configured, inactive expert says so
+        self._diag_timer = self.create_timer(
+            self.diagnostics.TIMER_S, lambda: self.diagnostics.due() and self.diagnostics.publish()
+        )
         served = ', '.join(r or '(this namespace)' for r in self.robots)
         self.get_logger().info(
             f'world expert {self.expert.name} version {self.expert.version} '
@@ -227,9 +231,6 @@ class WorldExpertNode(LifecycleNode):
                 )
             )
         self.diagnostics.start()
-        self._diag_timer = self.create_timer(
-            self.diagnostics.TIMER_S, lambda: self.diagnostics.due() and self.diagnostics.publish()
-        )
         self._running = True
         self._worker = threading.Thread(
             target=self._encode_loop, name='world_encoder', daemon=True
@@ -283,11 +284,19 @@ class WorldExpertNode(LifecycleNode):
         self.ready = False
         if not self._stop_worker():
             return False
+        for sub in self._subs:  # (deactivate destroys them; a shutdown from active not)
+            self.destroy_subscription(sub)
+        self._subs = []
         if self.metrics is not None:
             self.metrics.stop()
+            self.metrics = None
+        # what configure created goes with cleanup, its mirror
         if self._diag_timer is not None:
             self.destroy_timer(self._diag_timer)
             self._diag_timer = None
+        for pub in self._pubs.values():
+            self.destroy_lifecycle_publisher(pub)
+        self._pubs = {}
         self._close_caches()
         return True
 
