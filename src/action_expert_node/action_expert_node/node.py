@@ -155,6 +155,8 @@ class ActionExpertNode(LifecycleNode):
             cfg.degrade.max_open_loop_s,
             cfg.motion.blend_points,
             cfg.motion.feasibility_scale,
+            cfg.control.max_command_deviation,
+            cfg.control.contact_noise_fraction,
         )
         self.joints = JointStateMapper(cfg.robot.joint_names)
         self._pub = self.create_lifecycle_publisher(

@@ -55,12 +55,18 @@ class SafetyGate:
         self.node = node
         self.joint_names = list(cfg.robot.joint_names)
         self.period_s = cfg.control.period_s
-        self.clamp = ClampGate(self.joint_names, cfg.joint_limits, self.period_s)
+        self.clamp = ClampGate(
+            self.joint_names,
+            cfg.joint_limits,
+            self.period_s,
+            contact_noise=cfg.control.contact_noise_fraction,
+        )
         self.activity = GateActivity(
             self.joint_names, [TABLETOP_ARM.change_tolerance(j) for j in self.joint_names]
         )
         self._wall_minus_monotonic = time.time() - time.monotonic()
-        self.tracker = CommandTracker()  # the gate's baseline: the command the robot follows
+        # the gate's baseline: the command the robot follows
+        self.tracker = CommandTracker(cfg.control.max_command_deviation)
         # hold() is also called from the task manager's callback group: the command
         # tracker is only touched under this lock
         self._command_lock = threading.Lock()
@@ -88,7 +94,13 @@ class SafetyGate:
             callback_group=group,
         )
         sub(JointState, 'joint_states', self._on_joint_state, qos.SENSOR, callback_group=group)
-        sub(DiagnosticArray, '/diagnostics', self._on_diagnostics, 50, callback_group=group)
+        sub(
+            DiagnosticArray,
+            '/diagnostics',
+            self._on_diagnostics,
+            cfg.safety.diagnostics_queue_depth,
+            callback_group=group,
+        )
         sub(
             WorldExpertStatus,
             'world_expert/status',
@@ -104,7 +116,7 @@ class SafetyGate:
             callback_group=group,
         )
         node.create_service(Trigger, 'harness/reset', self._on_reset, callback_group=group)
-        node.create_timer(0.01, self._watchdog, callback_group=group)
+        node.create_timer(cfg.safety.watchdog_period_s, self._watchdog, callback_group=group)
         self.status = TypedStatus(
             node, diagnostics, 'safety gate', SafetyGateStatus, '~/gate_status', self._status
         )

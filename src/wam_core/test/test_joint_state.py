@@ -25,3 +25,19 @@ def test_reorders_and_ignores_extra_joints():
 def test_bad_joint_states_are_rejected(names, pos, match):
     with pytest.raises(JointStateError, match=match):
         JointStateMapper(['a', 'b', 'c']).map(names, pos)
+
+
+@pytest.mark.parametrize(
+    'names,pos,reason',
+    [
+        (['a', 'b'], [1.0, 2.0], 'missing'),
+        (['a', 'b', 'c'], [1.0, 2.0], 'length'),
+        (['a', 'b', 'c'], [1.0, math.nan, 2.0], 'non_finite'),
+        (['a', 'a', 'c'], [1.0, 1.0, 2.0], 'duplicate'),
+    ],
+)
+def test_a_rejection_carries_its_reason_code(names, pos, reason):
+    """Counters key on a code, not on words in a message (issue 24, item 12)."""
+    with pytest.raises(JointStateError) as exc:
+        JointStateMapper(['a', 'b', 'c']).map(names, pos)
+    assert exc.value.reason == reason

@@ -35,6 +35,8 @@ def test_the_yaml_has_one_block_per_node_and_a_shared_block():
         'robot.joint_names',
         'robot.description_file',
         'control.period_s',
+        'control.max_command_deviation',
+        'control.contact_noise_fraction',
         'repr_cache.backend',
         'repr_cache.ttl_ms',
         'repr_cache.shm_name',
@@ -50,6 +52,7 @@ def test_the_yaml_has_one_block_per_node_and_a_shared_block():
                 'device_name',
                 'global_segment_mb',
                 'local_buffer_mb',
+                'objects_per_robot',
                 'connect_timeout_s',
             )
         ),

@@ -154,7 +154,14 @@ class WorldExpertNode(LifecycleNode):
                     )
                 self.caches[robot] = cache
             self.encoders = {
-                r: FrameEncoder(self.expert, c, cfg.timeout_ms, max_age_ms=cfg.repr_cache.ttl_ms)
+                r: FrameEncoder(
+                    self.expert,
+                    c,
+                    cfg.timeout_ms,
+                    max_age_ms=cfg.repr_cache.ttl_ms,
+                    max_future_ms=cfg.frame_checks.max_future_ms,
+                    frozen_motion=cfg.frame_checks.frozen_motion_rad,
+                )
                 for r, c in self.caches.items()
             }
             self.views = self.expert.spec.view_names

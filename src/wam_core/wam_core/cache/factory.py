@@ -55,7 +55,9 @@ def open_cache_writer(
 
         # objects kept in the store per robot (the older ones are removed): a tick only
         # ever wants the newest, and the world host lends the store a bounded segment
-        return MooncakeWriter(cfg.mooncake, version, slot_shape, robot, min(capacity, 64))
+        return MooncakeWriter(
+            cfg.mooncake, version, slot_shape, robot, min(capacity, cfg.mooncake.objects_per_robot)
+        )
     raise CacheError(f'unknown representation-cache backend {cfg.backend!r}')
 
 

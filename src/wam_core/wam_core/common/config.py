@@ -65,6 +65,21 @@ class ControlConfig:
         min=0.001,
         max=1.0,
     )
+    max_command_deviation: float = param(
+        0.15,
+        'a new chunk starts from the command the robot follows, unless the measured position '
+        'is further than this from it (max over joints, rad or m): a stopped or blocked robot '
+        'then restarts from where it is (the action expert and the harness gate alike)',
+        min=1e-4,
+        max=10.0,
+    )
+    contact_noise_fraction: float = param(
+        0.01,
+        "a measured position this share of a joint's range outside a limit is contact "
+        'noise, clipped into the limits as a baseline; further out it is refused',
+        min=0.0,
+        max=0.2,
+    )
 
 
 @dataclass
@@ -90,6 +105,13 @@ class MooncakeConfig:
         64, 'memory the world host lends the store for representations, MiB', min=1, max=1 << 20
     )
     local_buffer_mb: int = param(16, "each client's transfer buffer, MiB", min=1, max=1 << 20)
+    objects_per_robot: int = param(
+        64,
+        "each robot's newest representations the world host keeps in the store (older "
+        'ones are removed: a tick only wants the newest, and the store is bounded)',
+        min=1,
+        max=4096,
+    )
     connect_timeout_s: float = param(
         15.0,
         'how long an expert keeps trying to join the store (its master may still be starting), s',
@@ -149,6 +171,25 @@ def check_device(device: str, cuda_graphs: bool) -> None:
 
 
 # ------------------------------------------------------------------------ world expert
+@dataclass
+class FrameChecksConfig:
+    frozen_motion_rad: float = param(
+        0.003,
+        'an identical frame again while the arm moved more than this since that frame '
+        'first arrived (max over joints, rad) is a frozen camera, refused; a static scene '
+        'with a still arm repeats frames legitimately',
+        min=0.0,
+        max=3.2,
+    )
+    max_future_ms: float = param(
+        100.0,
+        'a frame stamped further in the future than this is refused (a clock jump or a '
+        'skewed camera clock), ms',
+        min=0.0,
+        max=60000.0,
+    )
+
+
 @dataclass
 class BatchConfig:
     max_size: int = param(
@@ -220,6 +261,7 @@ class WorldExpertParams:
         'namespace, one robot',
     )
     batch: BatchConfig = section(BatchConfig)
+    frame_checks: FrameChecksConfig = section(FrameChecksConfig)
     expected_camera_hz: float = param(
         30.0, 'camera rate, Hz; the status warns below half of it', min=0.1, max=10000.0
     )
@@ -410,6 +452,20 @@ class SafetyConfig:
     )
     holdoff_s: float = param(
         0.5, 'a stop clears once everything is OK for this long, s', min=0.0, max=600.0
+    )
+    watchdog_period_s: float = param(
+        0.01,
+        "the safety monitor's watchdog period (silence, chunk gaps, horizons run out), s: "
+        'what a stop waits for at most beyond its cause',
+        min=0.001,
+        max=1.0,
+    )
+    diagnostics_queue_depth: int = param(
+        50,
+        '/diagnostics messages queued for the safety monitor (a burst of statuses from a '
+        'fleet must not push out the one that says ERROR)',
+        min=1,
+        max=100000,
     )
 
     def validate(self) -> None:

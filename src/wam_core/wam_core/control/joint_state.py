@@ -8,7 +8,12 @@ import numpy as np
 
 
 class JointStateError(ValueError):
-    pass
+    """A joint state that cannot be used: ``reason`` is a short code (length, duplicate,
+    missing, non_finite), the message says why in words."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
 
 
 class JointStateMapper:
@@ -27,20 +32,22 @@ class JointStateMapper:
         names = tuple(names)
         pos = np.asarray(positions, dtype=np.float64)
         if pos.ndim != 1 or len(names) != pos.size:
-            raise JointStateError(f'{len(names)} names but {pos.size} positions')
+            raise JointStateError('length', f'{len(names)} names but {pos.size} positions')
         idx = self._order.get(names)
         if idx is None:
             if len(set(names)) != len(names):
-                raise JointStateError('duplicate joint names')
+                raise JointStateError('duplicate', 'duplicate joint names')
             where = {n: i for i, n in enumerate(names)}
             missing = [n for n in self.joint_names if n not in where]
             if missing:
-                raise JointStateError(f'missing joints {missing} (got {list(names)[:10]})')
+                raise JointStateError(
+                    'missing', f'missing joints {missing} (got {list(names)[:10]})'
+                )
             idx = np.array([where[n] for n in self.joint_names], dtype=np.intp)
             if len(self._order) < 16:
                 self._order[names] = idx
         sel = pos[idx]
         if not np.all(np.isfinite(sel)):
-            raise JointStateError('non-finite joint position (NaN/inf)')
+            raise JointStateError('non_finite', 'non-finite joint position (NaN/inf)')
         self._out[:] = sel
         return self._out.copy()

@@ -111,10 +111,14 @@ class ClampGate:
         limits: Mapping[str, JointLimit],
         period_s: float,
         scale: float = 1.0,
+        contact_noise: float = 0.01,
     ):
         """``scale`` < 1 shrinks the velocity and acceleration limits: the action expert
-        bounds its chunks a little inside the gate's, so the gate has nothing to do."""
+        bounds its chunks a little inside the gate's, so the gate has nothing to do.
+        ``contact_noise``: a measured baseline this share of a joint's range outside a
+        limit is clipped in (``control.contact_noise_fraction``)."""
         self.joint_names = list(joint_names)
+        self.contact_noise = contact_noise
         self.lower = np.array([limits[n].lower for n in joint_names])
         self.upper = np.array([limits[n].upper for n in joint_names])
         self.vmax = scale * np.array([limits[n].velocity for n in joint_names])
@@ -168,7 +172,7 @@ class ClampGate:
         if q.shape != (len(self.joint_names),) or not np.all(np.isfinite(q)):
             self._reject('joint_state', 'no valid current joint state')
         p = p[:, order]
-        prev = baseline_position(q, self.lower, self.upper)
+        prev = baseline_position(q, self.lower, self.upper, self.contact_noise)
         v_prev = None
         if current_velocity is not None and np.all(np.isfinite(current_velocity)):
             v_prev = np.asarray(current_velocity, dtype=np.float64)
@@ -273,7 +277,9 @@ def check_trajectory(
     p = np.asarray(positions)
     if np.any(p < gate.lower - tol) or np.any(p > gate.upper + tol):
         bad.append('position')
-    prev = baseline_position(np.asarray(current, dtype=np.float64), gate.lower, gate.upper)
+    prev = baseline_position(
+        np.asarray(current, dtype=np.float64), gate.lower, gate.upper, gate.contact_noise
+    )
     v_prev = v_base = (
         None if current_velocity is None else np.asarray(current_velocity, dtype=np.float64)
     )
@@ -293,9 +299,12 @@ def check_trajectory(
     return bad
 
 
-def baseline_position(q: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
-    """A measured position within 1% of the range outside a limit is contact noise: clip it in."""
-    tol = 0.01 * (upper - lower)
+def baseline_position(
+    q: np.ndarray, lower: np.ndarray, upper: np.ndarray, fraction: float = 0.01
+) -> np.ndarray:
+    """A measured position within ``fraction`` of the range outside a limit is contact
+    noise: clip it in."""
+    tol = fraction * (upper - lower)
     inside = (q >= lower - tol) & (q <= upper + tol)
     return np.where(inside, np.clip(q, lower, upper), q)
 

@@ -56,13 +56,18 @@ class ChunkStream:
         max_open_loop_s: float = 0.1,
         blend_points: int = 3,
         scale: float = 0.97,
+        max_command_deviation: float = 0.15,
+        contact_noise: float = 0.01,
     ):
+        """``max_command_deviation`` and ``contact_noise``: the control section's, the same
+        numbers as the harness gate's, so both start a chunk from the same baseline."""
         self.joint_names = list(joint_names)
         self.period_s = period_s
         self.max_open_loop_s = max_open_loop_s
         self.blend_points = blend_points
-        self.bound = ClampGate(joint_names, limits, period_s, scale=scale)
-        self.tracker = CommandTracker()  # what this stream sent: the next chunk's baseline
+        self.bound = ClampGate(joint_names, limits, period_s, scale, contact_noise)
+        # what this stream sent: the next chunk's baseline
+        self.tracker = CommandTracker(max_command_deviation)
         self.last_valid_stamp: float | None = None
         self.outcomes = {OPEN_LOOP: 0, HELD: 0}
 

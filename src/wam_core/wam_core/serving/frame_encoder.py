@@ -115,15 +115,17 @@ class FrameEncoder:
         try:
             rgb = frame_to_array(encoding, height, width, step, data)
         except ImageError as exc:
-            self.reject(_reason_key(exc))
+            self.reject(exc.reason)
             raise
         age_ns = self.clock() - stamp_ns
         if age_ns < -self.max_future_ns:
             self.reject('stamp_future')
-            raise ImageError(f'stamp {-age_ns / 1e6:.0f} ms in the future (clock jump?)')
+            raise ImageError(
+                'stamp_future', f'stamp {-age_ns / 1e6:.0f} ms in the future (clock jump?)'
+            )
         if age_ns > self.max_age_ns:
             self.reject('stamp_old')
-            raise ImageError(f'stamp {age_ns / 1e6:.0f} ms old, past the cache TTL')
+            raise ImageError('stamp_old', f'stamp {age_ns / 1e6:.0f} ms old, past the cache TTL')
         return rgb
 
     def process(
@@ -171,7 +173,7 @@ class FrameEncoder:
         missing = [v for v in self.views if v not in frames]
         if missing:
             self.reject('view_missing')
-            raise ImageError(f'the observation lacks the view(s) {missing}')
+            raise ImageError('view_missing', f'the observation lacks the view(s) {missing}')
         views, fps = {}, {}
         for name in self.views:
             encoding, height, width, step, data = frames[name]
@@ -194,8 +196,9 @@ class FrameEncoder:
             ):
                 self.reject('frozen')
                 raise ImageError(
+                    'frozen',
                     'the same frame again although the arm moved '
-                    f'{np.max(np.abs(q - self._content_joints)):.3f} rad: camera frozen?'
+                    f'{np.max(np.abs(q - self._content_joints)):.3f} rad: camera frozen?',
                 )
             entry = self.cache.touch(entry, stamp_ns)
             self.frames += 1
@@ -225,18 +228,3 @@ class FrameEncoder:
         """World-expert calls per *distinct* frame (1.00 means encode-once holds)."""
         distinct = self.frames - self.hits
         return self.world_calls / distinct if distinct else float('nan')
-
-
-def _reason_key(exc: Exception) -> str:
-    """A short counter key for an image rejection ('encoding', 'size', 'length', ...)."""
-    msg = str(exc)
-    for key, marker in (
-        ('encoding', 'encoding'),
-        ('empty', 'empty'),
-        ('length', 'data length'),
-        ('step', 'step'),
-        ('size', 'size'),
-    ):
-        if marker in msg:
-            return key
-    return 'other'

@@ -15,29 +15,36 @@ MAX_SIDE = 8192
 
 
 class ImageError(ValueError):
-    """The frame cannot be used; the message says why."""
+    """The frame cannot be used: ``reason`` is a short code (the rejection counters' key:
+    encoding, size, step, empty, length, stamp_future, stamp_old, view_missing, frozen),
+    the message says why in words."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
 
 
 def frame_to_array(encoding: str, height: int, width: int, step: int, data) -> np.ndarray:
     """Validate Image fields and return an HxWx3 uint8 RGB view (no copy for rgb8)."""
     if encoding not in SUPPORTED_ENCODINGS:
         raise ImageError(
-            f'unsupported encoding {encoding!r} (supported: {", ".join(SUPPORTED_ENCODINGS)})'
+            'encoding',
+            f'unsupported encoding {encoding!r} (supported: {", ".join(SUPPORTED_ENCODINGS)})',
         )
     if not (0 < height <= MAX_SIDE and 0 < width <= MAX_SIDE):
-        raise ImageError(f'bad image size {width}x{height}')
+        raise ImageError('size', f'bad image size {width}x{height}')
     if step < width * 3:
-        raise ImageError(f'step {step} < width*3 = {width * 3}')
+        raise ImageError('step', f'step {step} < width*3 = {width * 3}')
     buf = (
         np.frombuffer(data, dtype=np.uint8)
         if not isinstance(data, np.ndarray)
         else data.reshape(-1)
     )
     if buf.size == 0:
-        raise ImageError('empty image data')
+        raise ImageError('empty', 'empty image data')
     if buf.size != step * height:
         raise ImageError(
-            f'data length {buf.size} != step*height = {step}*{height} = {step * height}'
+            'length', f'data length {buf.size} != step*height = {step}*{height} = {step * height}'
         )
     rows = buf.reshape(height, step)[:, : width * 3]
     img = rows.reshape(height, width, 3)
