@@ -34,7 +34,6 @@ import sys
 import time
 
 import psutil
-import rclpy
 from rclpy.parameter import Parameter
 
 from wam_core.cache.inprocess import InProcessCache
@@ -43,25 +42,13 @@ from wam_core.common.check_config import require_consistent
 from wam_core.common.config import WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config, workspace_root
-from wam_core.common.process import die_with_parent, free_port
-from wam_core.serving.interpreter import (
-    SHARED_PROCESS_SWITCH_INTERVAL_S,
-    shorten_gil_switch_interval,
-)
-from wam_util.executors import BackgroundSpinner, bring_up, make_executor, spin_slice
+from wam_core.common.process import free_port
+from wam_util.executors import BackgroundSpinner, bring_up
 
+from .bringup import BringUp
 from .model_presets import PRESETS
 from .model_presets import prepare as prepare_model
-from .stack import (
-    NAN,
-    UNTRAINED_NOTE,
-    Monitor,
-    _count,
-    _latency,
-    close_nodes,
-    model_trained,
-    stop_processes,
-)
+from .stack import NAN, UNTRAINED_NOTE, Monitor, _count, _latency, model_trained
 
 # Two hosts on one machine: the world expert's side of the Mooncake Store binds to
 # 127.0.0.2, the robots' side to 127.0.0.3 (Linux answers all of 127.0.0.0/8 on lo).
@@ -83,7 +70,9 @@ def robot_names(n: int) -> list[str]:
     return [f'robot{i + 1}' for i in range(n)]
 
 
-class Fleet:
+class Fleet(BringUp):
+    name = 'fleet'
+
     def __init__(
         self,
         robots: int = 2,
@@ -116,48 +105,50 @@ class Fleet:
         self.config = config or default_config()
         self.param_files = [self.config, fleet_config(), *(overlays or [])]
         require_consistent(self.param_files)  # cross-node rules, before anything starts
-        self._ros_args = ['--ros-args']
+        ros_args = ['--ros-args']
         for path in self.param_files:
-            self._ros_args += ['--params-file', path]
-        self._ros_args += list(extra_args or [])
+            ros_args += ['--params-file', path]
+        ros_args += list(extra_args or [])
+        self.world = None
+        self.actions: dict[str, object] = {}
+        self.harnesses: dict[str, object] = {}
+        self.robots: dict[str, object] = {}
+        self.monitors: dict[str, Monitor] = {}
+        self.agents: dict[str, object] = {}
+        self._agent, self._instruction = agent, instruction
+        self._preforker = None
         if cache == 'mooncake':
             # the store's master on the world host, before any expert joins the store
             self.master = MooncakeMaster(
                 world_host, free_port(world_host), free_port(world_host)
             ).start()
-            try:
+        try:
+            if self.master is not None:
                 self.master.wait_ready()
-            except BaseException:
-                self.master.stop()
-                raise
-            self._ros_args += [
-                '-p',
-                f'repr_cache.mooncake.master_address:={self.master.master_address}',
-                '-p',
-                f'repr_cache.mooncake.metadata_server:={self.master.metadata_server}',
-                '-p',
-                f'repr_cache.mooncake.local_hostname:={world_host}',
-                '-p',
-                f'repr_cache.mooncake.reader_hostname:={robot_host}',
-            ]
-        self.children: dict[str, subprocess.Popen] = {}
-        # node processes forked from one pre-loaded template (multi mode): the imports
-        # (~210 MB a process) are shared copy-on-write instead of paid twice per robot
-        self._preforker = None
-        if prefork and mode == 'multi':
-            from .prefork import Preforker
+                ros_args += [
+                    '-p',
+                    f'repr_cache.mooncake.master_address:={self.master.master_address}',
+                    '-p',
+                    f'repr_cache.mooncake.metadata_server:={self.master.metadata_server}',
+                    '-p',
+                    f'repr_cache.mooncake.local_hostname:={world_host}',
+                    '-p',
+                    f'repr_cache.mooncake.reader_hostname:={robot_host}',
+                ]
+            # node processes forked from one pre-loaded template (multi mode): the imports
+            # (~210 MB a process) are shared copy-on-write instead of paid twice per robot
+            if prefork and mode == 'multi':
+                from .prefork import Preforker
 
-            self._preforker = Preforker()
-        self.world = None
-        self.actions: dict[str, object] = {}
-        self.harnesses: dict[str, object] = {}
-        # the ticks must not queue behind other callbacks (see the interpreter module)
-        shorten_gil_switch_interval(SHARED_PROCESS_SWITCH_INTERVAL_S)
-        rclpy.init(args=['fleet'] + self._ros_args)
-        self.executor = make_executor()
-        self.robots: dict[str, object] = {}
-        self.monitors: dict[str, Monitor] = {}
-        self.agents: dict[str, object] = {}
+                self._preforker = Preforker()
+            super().__init__(ros_args)
+        except BaseException:
+            if self.master is not None:
+                self.master.stop()
+            raise
+        self.started(lambda: self._start(robot, seed, camera_hz))
+
+    def _start(self, robot: str, seed: int, camera_hz: float) -> None:
         for i, name in enumerate(self.names):
             ns = f'/{name}'
             over = [
@@ -178,15 +169,10 @@ class Fleet:
         for n in self.robots.values():
             self.executor.add_node(n)
         self.observers = BackgroundSpinner(self.monitors.values())  # see Stack
-        self._agent, self._instruction = agent, instruction
-        try:
-            if mode == 'single':
-                self._start_single()
-            else:
-                self._start_multi()
-        except BaseException:
-            self.shutdown()  # no master, child or rclpy context left behind
-            raise
+        if self.mode == 'single':
+            self._start_single()
+        else:
+            self._start_multi()
 
     # bring-up ---------------------------------------------------------------------
     def _start_single(self) -> None:
@@ -227,40 +213,17 @@ class Fleet:
             args += ['-r', f'__ns:=/{robot}']
         if role in ('world', 'action'):
             args += ['-p', f'repr_cache.backend:={self.cache}']
-        if self._preforker is not None:
-            # this process's environment now (ROS_DOMAIN_ID may differ from the one the
-            # template started with)
-            p = self._preforker.start(CHILDREN[role], args, dict(os.environ, PYTHONUNBUFFERED='1'))
-        else:
-            p = subprocess.Popen(
-                [sys.executable, '-m', CHILDREN[role], *args],
-                env=dict(os.environ, PYTHONUNBUFFERED='1'),
-                preexec_fn=die_with_parent,
-            )
-        self.children[f'{robot}/{role}' if robot else role] = p
-        return p
+        # a preforked child gets this process's environment now (ROS_DOMAIN_ID may
+        # differ from the one the template started with)
+        spawn = self._preforker.start if self._preforker is not None else None
+        key = f'{robot}/{role}' if robot else role
+        return self.launch(key, CHILDREN[role], args, spawn)
 
     def kill_child(self, key: str, sig: int = signal.SIGKILL) -> subprocess.Popen:
         """Signal one node process ('world', 'robot2/action', ...), for fault drills."""
-        p = self.children.pop(key)
-        p.send_signal(sig)
-        return p
+        return self.kill(key, sig)
 
     # running ----------------------------------------------------------------------
-    def spin_for(self, seconds: float, on_status=None, status_every: float = 1.0, until=None):
-        end = time.monotonic() + seconds
-        next_status = time.monotonic() + status_every
-        while time.monotonic() < end and not (until is not None and until()):
-            if not rclpy.ok():
-                raise KeyboardInterrupt
-            spin_slice(self.executor, min(0.1, max(end - time.monotonic(), 0.0)))
-            if on_status and time.monotonic() >= next_status:
-                next_status += status_every
-                on_status(self)
-            for key, p in self.children.items():
-                if p.poll() is not None:
-                    raise RuntimeError(f'{key} ({p.args[2]}) exited with {p.returncode}')
-
     def wait_ready(self, timeout: float = 120.0) -> None:
         """Until every robot gets chunks and hears both experts' statuses."""
         end = time.monotonic() + timeout
@@ -366,9 +329,10 @@ class Fleet:
             pss += getattr(info, 'pss', info.rss) / 2**20
         return {'rss_mb_total': rss, 'pss_mb_total': pss}
 
-    def shutdown(self) -> None:
-        stop_processes(list(self.children.values()))
-        close_nodes(self.executor, (self.world, *self.actions.values()), (), self.observers)
+    def _releasable(self) -> list:
+        return [self.world, *self.actions.values()]
+
+    def _after_shutdown(self) -> None:
         if self.master is not None:
             self.master.stop()
 

@@ -19,8 +19,6 @@ import subprocess
 import sys
 import time
 
-import rclpy
-import rclpy.executors
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
 from rclpy.subscription import MessageInfo
@@ -32,14 +30,8 @@ from wam_core.common.check_config import require_consistent
 from wam_core.common.config import ActionExpertParams, WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config, resolve_path
-from wam_core.common.process import die_with_parent
 from wam_core.common.robot import TABLETOP_ARM
 from wam_core.control.conformance import ConformanceCounter, ControllerRules, violations
-from wam_core.serving.interpreter import (
-    SHARED_PROCESS_SWITCH_INTERVAL_S,
-    shorten_gil_switch_interval,
-    thaw_heap,
-)
 from wam_core.serving.latency import LatencyWindow
 from wam_interfaces.msg import (
     ActionExpertStatus,
@@ -48,8 +40,9 @@ from wam_interfaces.msg import (
     WorldExpertStatus,
 )
 from wam_util import convert, qos
-from wam_util.executors import BackgroundSpinner, bring_up, make_executor, spin_slice
+from wam_util.executors import BackgroundSpinner, bring_up
 
+from .bringup import BringUp, close_nodes, stop_processes  # noqa: F401 (re-exported)
 from .model_presets import PRESETS
 from .model_presets import prepare as prepare_model
 from .synthetic_robot import SyntheticRobot
@@ -155,41 +148,7 @@ def override(node: str, name: str, value) -> list[str]:
     return ['-p', f'{node}:{name}:={text}']
 
 
-def stop_processes(procs, timeout: float = 10.0) -> None:
-    """SIGINT every child still running, then wait for each; kill what does not exit."""
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGINT)
-    for p in procs:
-        try:
-            p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
-def close_nodes(executor, releasable, extra=(), observers: BackgroundSpinner | None = None):
-    """After the children: stop the executors, release the in-process experts (their
-    caches), destroy every node and end the rclpy context. The heap the nodes froze is
-    thawed: a process that builds stack after stack (the tests) would otherwise keep
-    every finished stack's cycles for good."""
-    extra = [*extra, *(observers.close() if observers is not None else ())]
-    executor.shutdown()
-    for n in releasable:
-        if n is not None:
-            n.release()
-    for n in [*executor.get_nodes(), *extra]:
-        if n is None:
-            continue
-        try:
-            n.destroy_node()
-        except Exception:
-            pass
-    rclpy.try_shutdown()
-    thaw_heap()
-
-
-class Stack:
+class Stack(BringUp):
     def __init__(
         self,
         mode: str = 'single',
@@ -216,14 +175,11 @@ class Stack:
             ros_args += override(robot_node, 'seed', seed)
         ros_args += override('synthetic_robot', 'static_scene', static_scene)
         ros_args += list(extra_args or [])
-        self._ros_args = ros_args
-        self.procs: list[subprocess.Popen] = []
-        self.world = self.action = None
-        # in single-process mode the tick shares the GIL with the encoder thread and
-        # every other node's callbacks
-        shorten_gil_switch_interval(SHARED_PROCESS_SWITCH_INTERVAL_S)
-        rclpy.init(args=['stack'] + ros_args)
-        self.executor = make_executor()
+        self.world = self.action = self.robot = self.agent = None
+        super().__init__(ros_args)
+        self.started(lambda: self._start(mode, robot, agent))
+
+    def _start(self, mode: str, robot: str, agent: bool) -> None:
         if robot == 'sim':
             from .sim_robot import SimRobot
 
@@ -277,7 +233,6 @@ class Stack:
     }
 
     def _start_multi(self) -> None:
-        self.children: dict[str, subprocess.Popen] = {}
         for role in self.CHILDREN:
             self.start_child(role)
             if role == 'world':
@@ -286,15 +241,7 @@ class Stack:
     def start_child(self, role: str, extra_args: list[str] | None = None) -> subprocess.Popen:
         """(Re)start one node process of the multi-process stack."""
         args = self._ros_args + ['-p', 'repr_cache.backend:=shm'] + list(extra_args or [])
-        env = dict(os.environ, PYTHONUNBUFFERED='1')
-        p = subprocess.Popen(
-            [sys.executable, '-m', self.CHILDREN[role]] + args,
-            env=env,
-            preexec_fn=die_with_parent,
-        )
-        self.children[role] = p
-        self.procs.append(p)
-        return p
+        return self.launch(role, self.CHILDREN[role], args)
 
     def kill_child(
         self, role: str, sig: int = signal.SIGKILL, reap: bool = True
@@ -302,28 +249,10 @@ class Stack:
         """Signal one node process (fault injection). With ``reap`` it waits for the exit,
         which for a process holding torch takes tens of ms; a caller measuring the robot's
         reaction keeps spinning instead and waits on the returned process later."""
-        p = self.children.pop(role)
-        self.procs.remove(p)
-        p.send_signal(sig)
+        p = self.kill(role, sig)
         if reap:
             p.wait(timeout=10)
         return p
-
-    def spin_for(
-        self, seconds: float, on_status=None, status_every: float = 1.0, until=None
-    ) -> None:
-        end = time.monotonic() + seconds
-        next_status = time.monotonic() + status_every
-        while time.monotonic() < end and not (until is not None and until()):
-            if not rclpy.ok():
-                raise KeyboardInterrupt  # SIGINT/SIGTERM went to rclpy's handler
-            spin_slice(self.executor, min(0.1, max(end - time.monotonic(), 0.0)))
-            if on_status and time.monotonic() >= next_status:
-                next_status += status_every
-                on_status(self)
-            for p in self.procs:
-                if p.poll() is not None:
-                    raise RuntimeError(f'child {p.args[2]} exited with {p.returncode}')
 
     @property
     def param_files(self) -> list[str]:
@@ -383,11 +312,11 @@ class Stack:
             'conformance_violations': float(self.monitor.conformance.total),
         }
 
-    def shutdown(self) -> None:
-        stop_processes(self.procs)
-        close_nodes(
-            self.executor, (self.world, self.action), (self.robot, self.agent), self.observers
-        )
+    def _releasable(self) -> list:
+        return [self.world, self.action]
+
+    def _extra_nodes(self) -> list:
+        return [self.robot, self.agent]
 
 
 def model_trained(param_files: list[str]) -> bool:

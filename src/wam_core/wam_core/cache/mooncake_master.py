@@ -24,7 +24,7 @@ import time
 import urllib.error
 import urllib.request
 
-from ..common.process import die_with_parent, free_port, terminate
+from ..common.process import dying_with_parent, free_port, terminate
 from .protocol import CacheError
 
 
@@ -38,13 +38,6 @@ def master_binary() -> str:
             '(scripts/setup.sh does)'
         )
     return found
-
-
-def _own_session() -> None:
-    """In the child: its own session (a terminal's Ctrl-C goes to the stack, which stops
-    it in order), and SIGTERM when its parent dies, even by kill -9: no orphan master."""
-    os.setsid()
-    die_with_parent()
 
 
 class MooncakeMaster:
@@ -93,8 +86,13 @@ class MooncakeMaster:
             return self
         out = open(self.log_path, 'ab') if self.log_path else subprocess.DEVNULL
         try:
+            # its own session (a terminal's Ctrl-C goes to the stack, which stops it in
+            # order), and SIGTERM when its parent dies, even by kill -9: no orphan master
             self.proc = subprocess.Popen(
-                self.command(), stdout=out, stderr=subprocess.STDOUT, preexec_fn=_own_session
+                dying_with_parent(self.command()),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         finally:
             if out is not subprocess.DEVNULL:

@@ -36,7 +36,7 @@ import time
 
 import httpx
 
-from ..common.process import die_with_parent, free_port, terminate
+from ..common.process import dying_with_parent, free_port, terminate
 
 MODEL_ALIAS = 'gemma3-270m'
 
@@ -99,10 +99,12 @@ class LlamaServer:
         with os.fdopen(fd, 'w') as fh:
             json.dump(cfg, fh)
         self.proc = subprocess.Popen(
-            [sys.executable, '-m', 'llama_cpp.server', '--config_file', self._cfg_path],
+            # never outlives the demo or test that started it
+            dying_with_parent(
+                [sys.executable, '-m', 'llama_cpp.server', '--config_file', self._cfg_path]
+            ),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            preexec_fn=die_with_parent,  # never outlives the demo or test that started it
         )
         return self
 
