@@ -33,6 +33,7 @@ from trajectory_msgs.msg import JointTrajectory
 from wam_core.cache.factory import open_cache_reader
 from wam_core.cache.mooncake import RemoteRepresentation, object_name
 from wam_core.cache.protocol import CacheError
+from wam_core.common.clock import WallClock, wall_ns, wall_s
 from wam_core.common.config import ActionExpertParams
 from wam_core.common.params import ConfigError
 from wam_core.common.paths import resolve_path
@@ -75,6 +76,7 @@ class ActionExpertNode(LifecycleNode):
         self.decode_mode = 'tick'
         self._warm_p99 = math.nan  # the warm-up's prepare + decode p99, ms
         self.control_ticks = 0  # ticks of the 50 Hz clock (async: decodes are fewer)
+        self.wall_clock: WallClock | None = None  # from activate
         # exceptions the tick, decode and fetch threads survived (tracebacks in the log)
         self.thread_errors = ThreadErrors(lambda m: self.get_logger().error(m))
         self._tick_clock: DeadlineTimer | None = None
@@ -211,7 +213,7 @@ class ActionExpertNode(LifecycleNode):
         )
         self._choose_decode_mode(warm)
         freeze_heap()  # no collection walks the model's objects during a tick
-        self._wall_minus_monotonic = time.time() - time.monotonic()
+        self.wall_clock = WallClock()  # monotonic deadlines -> wall stamps, by the live offset
         self._tick_clock = DeadlineTimer(
             self.cfg.control.period_s,
             self._tick,
@@ -252,7 +254,7 @@ class ActionExpertNode(LifecycleNode):
             return TransitionCallbackReturn.FAILURE
         here = self.ticker.joint_positions
         if here is not None:  # leave the robot braking to rest, not mid-chunk
-            traj = self.stream.hold(time.time() + self.cfg.control.period_s, here)
+            traj = self.stream.hold(wall_s() + self.cfg.control.period_s, here)
             self._pub.publish(self._message(traj))
         return super().on_deactivate(state)
 
@@ -413,7 +415,7 @@ class ActionExpertNode(LifecycleNode):
         self.decoder.submit(deadline)  # the first decode, or one after an idle spell
         measured = self.ticker.joint_positions
         cmd = self.stream.command
-        stamp = deadline + self._wall_minus_monotonic + self.lead * self.cfg.control.period_s
+        stamp = self.wall_clock.to_wall(deadline) + self.lead * self.cfg.control.period_s
         if (
             measured is None
             or cmd is None  # the first decode is on its way; the harness starts stopped
@@ -422,7 +424,7 @@ class ActionExpertNode(LifecycleNode):
         ):
             return
         self.ticker.degraded['decode_overrun'] = self.ticker.degraded.get('decode_overrun', 0) + 1
-        traj = self.stream.degraded(deadline + self._wall_minus_monotonic, self.lead, measured)
+        traj = self.stream.degraded(self.wall_clock.to_wall(deadline), self.lead, measured)
         self._publish(traj, None, 'decode_overrun', t0, deadline)
 
     def _serve(self, res, grid: float, measured, lead: int, t0: float, deadline: float) -> None:
@@ -434,7 +436,7 @@ class ActionExpertNode(LifecycleNode):
         if measured is None:
             self._note_degraded(res.reason)
             return
-        tick_s = grid + self._wall_minus_monotonic  # the grid point, wall clock
+        tick_s = self.wall_clock.to_wall(grid)  # the grid point, wall clock (the live offset)
         traj, reason = None, res.reason
         if res.kind == 'chunk' and lead > len(res.positions) - 2:
             # decoded so slowly that the chunk's rows end before its stamp could apply
@@ -448,7 +450,7 @@ class ActionExpertNode(LifecycleNode):
                 reason = f'infeasible_chunk ({exc.reason})'
                 self.ticker.discard('infeasible_chunk')
         if traj is None:
-            traj = self.stream.degraded(deadline + self._wall_minus_monotonic, self.lead, measured)
+            traj = self.stream.degraded(self.wall_clock.to_wall(deadline), self.lead, measured)
         self._publish(traj, res, reason, t0, deadline)
 
     def _publish(self, traj, res, reason: str, t0: float, deadline: float) -> None:
@@ -457,13 +459,13 @@ class ActionExpertNode(LifecycleNode):
             self._pub.publish(self._message(traj))
             sent = time.monotonic()
             self.serving.add((sent - deadline) * 1e3)
-            if len(traj.times) > 1 and sent + self._wall_minus_monotonic > traj.start:
+            if len(traj.times) > 1 and self.wall_clock.to_wall(sent) > traj.start:
                 self.late_stamps += 1
             self._out_rate.tick(sent)
         if res is not None and res.kind == 'chunk' and reason == res.reason:
             self.repr_age.add(res.repr_age_ms)
             if res.new_representation:
-                self.obs_to_action.add((time.time_ns() - res.obs_stamp_ns) / 1e6)
+                self.obs_to_action.add((wall_ns() - res.obs_stamp_ns) / 1e6)
             self.last_reason = ''
         else:
             self._note_degraded(reason)
@@ -476,7 +478,7 @@ class ActionExpertNode(LifecycleNode):
         "from now", with its end as time_from_start: the controller never rejects it as
         ending in the past, however late it arrives."""
         if len(traj.times) == 1:
-            now = time.time()
+            now = wall_s()
             traj = Trajectory(
                 0.0,
                 np.maximum(traj.times + (traj.start - now), 1e-3),
@@ -549,6 +551,12 @@ class ActionExpertNode(LifecycleNode):
                 WARN,
                 f'a decode has been running for {self.decoder.in_flight_s():.1f} s',
             )
+        elif self.wall_clock is not None and self.wall_clock.stepped_recently():
+            level, message = (
+                WARN,
+                f'the wall clock stepped by {self.wall_clock.last_step_s * 1e3:+.0f} ms '
+                '(chunks are stamped by the new one)',
+            )
         elif self.last_reason:
             level, message = WARN, f'degraded: {self.last_reason}'
         elif out_rate < 0.9 * hz:
@@ -607,6 +615,8 @@ class ActionExpertNode(LifecycleNode):
             stamp_lead_periods=self.stamp_lead,
             late_stamps=self.late_stamps,
             thread_errors=convert.reason_counts(self.thread_errors.snapshot()),
+            clock_steps=self.wall_clock.steps if self.wall_clock else 0,
+            last_clock_step_ms=self.wall_clock.last_step_s * 1e3 if self.wall_clock else 0.0,
             skipped_deadlines=self._tick_clock.skipped if self._tick_clock is not None else 0,
         )
 

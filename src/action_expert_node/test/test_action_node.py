@@ -319,3 +319,73 @@ def test_a_tick_that_will_not_stop_fails_the_transition_and_publishes_nothing(mo
         ex.shutdown()
         node.destroy_node()
         probe.destroy_node()
+
+
+def test_chunks_follow_a_wall_clock_step_and_the_step_is_reported(models, ros, tmp_path):
+    """(issue 24, item 2) The wall clock steps 500 ms forward (through the injected time
+    source, as the clock_step drill does): chunks are stamped by the new clock at once
+    (with the offset frozen at activation they were 500 ms behind it, i.e. late), and the
+    status reports the step."""
+    from wam_core.common.clock import SHIFT_ENV, wall_ns, wall_s, write_shift
+
+    shift = str(tmp_path / 'shift_ns')
+    write_shift(shift, 0)
+    os.environ[SHIFT_ENV] = shift
+    cache = InProcessCache(4, 10_000, models['version'])
+    rep = WorldExpert(models['world_dir'], 'fp32').encode(SyntheticScene(128).frame(0))
+    node = _serving_node(models, cache)
+    probe = rclpy.create_node('probe')
+    arrivals = []
+    probe.create_subscription(
+        JointTrajectory, '/action_expert/raw_chunk', lambda m: arrivals.append((wall_s(), m)), 100
+    )
+    js_pub = probe.create_publisher(JointState, '/joint_states', qos.SENSOR)
+    d_pub = probe.create_publisher(RepresentationDescriptor, '/world_expert/representation', 10)
+    ex = make_executor()
+    ex.add_node(node)
+    ex.add_node(probe)
+    names = list(TABLETOP_ARM.joint_names)
+
+    def serve(seconds, fp):
+        e = cache.put(fp, wall_ns(), rep)
+        d_pub.publish(RepresentationDescriptor(key=e.key, model_version=e.version, slot=e.slot))
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            js_pub.publish(JointState(name=names, position=[0.0] * 6 + [0.02]))
+            _spin(ex, 0.02)
+
+    try:
+        serve(0.6, 'ab' * 16)
+        write_shift(shift, 500_000_000)
+        n0 = len(arrivals)
+        serve(0.8, 'cd' * 16)
+        after = [(t, m) for t, m in arrivals[n0:] if len(m.points) > 1]
+        assert len(after) >= 10
+        for t, m in after[3:]:  # stamped ahead of the (new) clock, by about the lead
+            ahead = rc.stamp_to_ns(m.header.stamp) * 1e-9 - t
+            assert 0.0 < ahead < 0.2, ahead
+        st = node._status()
+        assert st.late_stamps == 0
+        assert st.clock_steps == 1 and abs(st.last_clock_step_ms - 500.0) < 20.0
+        assert 'wall clock stepped by +500 ms' in st.message
+    finally:
+        os.environ.pop(SHIFT_ENV, None)
+        node.release()
+        ex.shutdown()
+        node.destroy_node()
+        probe.destroy_node()
+
+
+def test_a_wall_clock_step_is_told_from_preemption():
+    from wam_core.common.clock import WallClock
+
+    t = {'wall': 1_000_000_000_000, 'mono': 100.0}
+    clock = WallClock(wall=lambda: t['wall'], monotonic=lambda: t['mono'])
+    clock.offset()
+    t['wall'] += 30_000_000  # both clocks move together: no step
+    t['mono'] += 0.03
+    clock.offset()
+    assert clock.steps == 0
+    t['wall'] -= 250_000_000  # the wall clock alone moves back 250 ms
+    assert clock.to_wall(200.0) == pytest.approx(200.0 + 1000.03 - 100.03 - 0.25)
+    assert clock.steps == 1 and clock.last_step_s == pytest.approx(-0.25)

@@ -30,9 +30,10 @@ from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
+from wam_core.common.clock import WallClock, wall_ns, wall_s
 from wam_core.common.config import HarnessParams
 from wam_core.common.robot import TABLETOP_ARM
-from wam_core.common.status import ERROR, OK
+from wam_core.common.status import ERROR, OK, WARN
 from wam_core.control.command_tracker import CommandTracker
 from wam_core.control.joint_state import JointStateError, JointStateMapper
 from wam_core.control.limits import ChunkRejected, ClampGate, GateActivity
@@ -64,7 +65,7 @@ class SafetyGate:
         self.activity = GateActivity(
             self.joint_names, [TABLETOP_ARM.change_tolerance(j) for j in self.joint_names]
         )
-        self._wall_minus_monotonic = time.time() - time.monotonic()
+        self.clock = WallClock()  # wall stamps <-> monotonic deadlines, by the live offset
         # the gate's baseline: the command the robot follows
         self.tracker = CommandTracker(cfg.control.max_command_deviation)
         # hold() is also called from the task manager's callback group: the command
@@ -132,7 +133,7 @@ class SafetyGate:
         if self.current is None:
             return
         with self._command_lock:
-            now_s = time.time()
+            now_s = wall_s()
             base, vel = self.tracker.baseline(now_s, self.current)
             v = np.zeros_like(base) if vel is None else vel
             point, duration = braking_point(base, v, self.clamp.amax, self.period_s)
@@ -192,7 +193,7 @@ class SafetyGate:
             # The baseline is the command being followed, not the measured state: measured
             # velocity at a joint limit is contact noise and would reject every chunk.
             stamp_ns = convert.stamp_to_ns(msg.header.stamp)
-            start_s = (stamp_ns or time.time_ns()) * 1e-9  # 0 means "now", as for the controller
+            start_s = (stamp_ns or wall_ns()) * 1e-9  # 0 means "now", as for the controller
             base, vel = self.tracker.baseline(start_s, self.current)
             asked = convert.trajectory_positions(msg)
             res = self.clamp.apply(msg.joint_names, asked, times, base, vel)
@@ -230,7 +231,7 @@ class SafetyGate:
         late = late_chunk(
             stamp_ns,
             times[-1] if times else 0.0,
-            time.time_ns(),
+            wall_ns(),
             max_late_s=self.monitor.cfg.chunk_hold_s,
             min_ahead_s=self.period_s,
         )
@@ -249,13 +250,14 @@ class SafetyGate:
         self._out.publish(out)
         self._out_rate.tick(now)
         # the robot runs out of this command at its last point: a gap from then on
-        self.monitor.on_forwarded(start_s + times[-1] - self._wall_minus_monotonic)
+        self.monitor.on_forwarded(self.clock.to_monotonic(start_s + times[-1]))
         self.forwarded += 1
 
     # the stop ---------------------------------------------------------------------------
     def _watchdog(self) -> None:
         t0 = time.perf_counter()
         now = time.monotonic()
+        self.clock.offset()  # a wall-clock step is noticed within a watchdog period
         if self.monitor.gap_hold_due(now):  # the action expert went quiet: hold before the stop
             self.hold()
             self.node.get_logger().warning(
@@ -292,11 +294,18 @@ class SafetyGate:
     def _status(self) -> SafetyGateStatus:
         now = time.monotonic()
         stopped = self.monitor.stopped
+        level, message = OK, 'forwarding clamped chunks'
+        if stopped:
+            level, message = ERROR, f'safety stop: {self.monitor.reason}'
+        elif self.clock.stepped_recently():
+            level, message = (
+                WARN,
+                f'the wall clock stepped by {self.clock.last_step_s * 1e3:+.0f} ms (chunks '
+                'are judged by the new one)',
+            )
         return SafetyGateStatus(
-            level=ERROR if stopped else OK,
-            message=f'safety stop: {self.monitor.reason}'
-            if stopped
-            else 'forwarding clamped chunks',
+            level=level,
+            message=message,
             stopped=stopped,
             stop_reason=self.monitor.reason,
             safety_stops=self.monitor.stops,
@@ -310,6 +319,8 @@ class SafetyGate:
             forward_rate_hz=self._out_rate.rate(now),
             rejected_chunk_reasons=convert.reason_counts(self.clamp.rejected),
             rejected_inputs=convert.reason_counts(self.rejected_inputs),
+            clock_steps=self.clock.steps,
+            last_clock_step_ms=self.clock.last_step_s * 1e3,
             latency=[
                 convert.latency_stats('clamp', self.clamp_ms.summary()),
                 convert.latency_stats('stop', self.stop_latency_ms.summary()),

@@ -25,6 +25,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.task import Future
 from std_msgs.msg import String
 
+from wam_core.common.clock import wall_ns
 from wam_core.common.config import HarnessParams
 from wam_core.common.status import OK
 from wam_core.planning.embedding import SubtaskEmbedder
@@ -301,7 +302,7 @@ class TaskManager:
         msg = ActiveSubtask(
             goal_id=goal_id, index=index, count=count, subtask=self._subtask_msg(sub)
         )
-        msg.header.stamp = convert.ns_to_stamp(time.time_ns())
+        msg.header.stamp = convert.ns_to_stamp(wall_ns())
         msg.embedding = vec.tolist()
         msg.intent_names = list(weights)
         msg.intent_weights = [weights[k] for k in msg.intent_names]

@@ -15,6 +15,7 @@ from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Bool
 from trajectory_msgs.msg import JointTrajectory
 
+from wam_core.common.clock import wall_ns
 from wam_core.common.config import SimRobotParams, camera_topic
 from wam_interfaces.msg import PerceivedObjects, SceneObject
 from wam_sim.tabletop import JOINT_NAMES, TabletopSim
@@ -64,9 +65,7 @@ class SimRobot(Node):
         try:
             stamp_ns = convert.stamp_to_ns(msg.header.stamp)
             # header.stamp (wall clock) onto sim time; a zero stamp means "now" (start_time 0)
-            start = (
-                max(self.sim.time + (stamp_ns - time.time_ns()) * 1e-9, 1e-9) if stamp_ns else 0.0
-            )
+            start = max(self.sim.time + (stamp_ns - wall_ns()) * 1e-9, 1e-9) if stamp_ns else 0.0
             times = convert.trajectory_times(msg)
             self.sim.command(
                 msg.joint_names,
@@ -83,7 +82,7 @@ class SimRobot(Node):
         now = time.monotonic()
         self.sim.step(min(now - self._last, 0.05))  # real time; never more than 50 ms at once
         self._last = now
-        stamp = convert.ns_to_stamp(time.time_ns() + int(self.clock_offset_s * 1e9))
+        stamp = convert.ns_to_stamp(wall_ns() + int(self.clock_offset_s * 1e9))
         js = JointState(
             name=list(JOINT_NAMES),
             position=self.sim.joint_positions().tolist(),
@@ -118,7 +117,7 @@ class SimRobot(Node):
             return
         self._objects = objects
         msg = PerceivedObjects(source="sim: objects inside the front camera's image")
-        msg.header.stamp = convert.ns_to_stamp(time.time_ns())
+        msg.header.stamp = convert.ns_to_stamp(wall_ns())
         msg.objects = [SceneObject(label=label, color=color) for label, color in objects]
         self._objects_pub.publish(msg)
 

@@ -27,6 +27,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from wam_core.cache.inprocess import InProcessCache
 from wam_core.common.check_config import require_consistent
+from wam_core.common.clock import injected_shift_ns
 from wam_core.common.config import ActionExpertParams, WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config, resolve_path
@@ -109,7 +110,8 @@ class Monitor(Node):
             convert.stamp_to_ns(msg.header.stamp),
             # when the middleware received it (wall clock), as a controller with a free
             # executor would see it: not when this busy process got round to the callback
-            info['received_timestamp'],
+            # (on the clock the robot sees: a drill's injected step included)
+            info['received_timestamp'] + injected_shift_ns(),
         )
         self.conformance.add(bad)
         if bad:

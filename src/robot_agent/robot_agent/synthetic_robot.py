@@ -9,6 +9,7 @@ import time
 from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 
+from wam_core.common.clock import wall_ns
 from wam_core.common.config import SyntheticRobotParams, camera_topic
 from wam_sim.synthetic import SyntheticScene
 from wam_util import convert, qos
@@ -45,7 +46,7 @@ class SyntheticRobot(Node):
     def _publish_frame(self) -> None:
         if self.camera_paused:  # a stalled camera, for tests and fault drills
             return
-        self._img.header.stamp = convert.ns_to_stamp(time.time_ns())
+        self._img.header.stamp = convert.ns_to_stamp(wall_ns())
         self._img.data = self.scene.frame(self.frames).tobytes()
         self._img_pub.publish(self._img)
         for pub, scene in self._views.values():
@@ -55,7 +56,7 @@ class SyntheticRobot(Node):
 
     def _publish_joints(self) -> None:
         msg = JointState()
-        msg.header.stamp = convert.ns_to_stamp(time.time_ns())
+        msg.header.stamp = convert.ns_to_stamp(wall_ns())
         msg.name = self.joint_names
         q = self.scene.joints(time.monotonic() - self._t0)
         for i in self._grippers:  # prismatic fingers: keep within 0..0.04 m

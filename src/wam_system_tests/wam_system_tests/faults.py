@@ -46,6 +46,7 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from robot_agent.stack import Stack, override
+from wam_core.common.clock import SHIFT_ENV, WallClock, injected_shift_ns, write_shift
 from wam_core.common.config import ActionExpertParams, HarnessParams, WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config, resolve_path, workspace_root
@@ -114,7 +115,7 @@ class Recorder:
         self.conformance = ConformanceCounter()  # since the last result
         self.conformance_all = ConformanceCounter()
         self.conformance_examples: list[str] = []
-        self.wall_minus_monotonic = time.time() - time.monotonic()
+        self.wall_clock = WallClock()  # stamps <-> this process's monotonic time, live
         self.forwarded: list[tuple] = []  # (t, points, header stamp ns)
         # When the stack produced them, on this clock (from their stamps): a fault clears
         # at its first new output, and chunks computed from that output must not count as
@@ -162,7 +163,7 @@ class Recorder:
         )
 
     def _monotonic(self, stamp) -> float:
-        return convert.stamp_to_ns(stamp) * 1e-9 - self.wall_minus_monotonic
+        return self.wall_clock.to_monotonic(convert.stamp_to_ns(stamp) * 1e-9)
 
     def _on_descriptor(self, msg) -> None:
         self.descriptors.append((time.monotonic(), msg.model_version))
@@ -223,7 +224,9 @@ class Recorder:
             msg.joint_names,
             convert.conformance_points(msg),
             stamp_ns,
-            info['received_timestamp'],  # the middleware's receipt, not this callback's
+            # the middleware's receipt, not this callback's (on the clock the robot sees:
+            # a drill's injected wall-clock step included)
+            info['received_timestamp'] + injected_shift_ns(),
         )
         self.conformance.add(problems)
         self.conformance_all.add(problems)
@@ -239,7 +242,7 @@ class Recorder:
         t_clear = events[n] if len(events) > n else None
         period = self.period_ns * 1e-9
         after = [
-            stamp * 1e-9 - self.wall_minus_monotonic - period
+            self.wall_clock.to_monotonic(stamp * 1e-9) - period
             for t, k, stamp in self.forwarded
             if k > 1 and t >= t_restart
         ]
@@ -260,7 +263,7 @@ class Recorder:
         # after it (arrival times: the harness stamps its holds "now").
         until = t_clear if t_clear is not None else t_end
         applies = [
-            (stamp * 1e-9 - self.wall_minus_monotonic, t, n) for t, n, stamp in self.forwarded
+            (self.wall_clock.to_monotonic(stamp * 1e-9), t, n) for t, n, stamp in self.forwarded
         ]
         # chunks ticked before the fault cleared (a 1 ms margin: the first chunk of a
         # restarted expert is the clearing event itself, on the same stamp)
@@ -500,6 +503,56 @@ def fault_clock_past(stack, rec: Recorder) -> FaultResult:
     return _clock_jump(stack, rec, 'clock_past', -5.0)
 
 
+CLOCK_STEP_S = 0.5
+
+
+def fault_clock_step(stack, rec: Recorder) -> FaultResult:
+    """The wall clock every process of the stack reads steps 500 ms forward, runs 1.5 s,
+    then steps back (an NTP correction, a resumed VM), through the injected time source
+    (``WAM_CLOCK_SHIFT_FILE``): the machine's own clock is never touched. Chunks are
+    stamped and judged by the live clock, a representation dated across the step is
+    refused until a new frame is encoded (a few tens of ms), and nothing must hold the
+    robot longer than that."""
+    path = os.environ.get(SHIFT_ENV)
+    if not path:
+        raise RuntimeError(f'the clock_step drill needs the stack started with {SHIFT_ENV}')
+    _serving(stack, rec)
+    parts = []
+    for step_ns in (int(CLOCK_STEP_S * 1e9), 0):
+        t_step = time.monotonic()
+        write_shift(path, step_ns)
+        _chunk_after(stack, rec, t_step)
+        stack.spin_for(max(0.0, t_step + 1.5 - time.monotonic()))
+        parts.append(rec.result('clock_step', t_step, t_step, time.monotonic()))
+    fwd, back = parts
+    res = FaultResult(
+        'clock_step',
+        None if None in (fwd.hold_ms, back.hold_ms) else max(fwd.hold_ms, back.hold_ms),
+        fwd.unsafe + back.unsafe,
+        fwd.stale + back.stale,
+        None
+        if None in (fwd.recovery_s, back.recovery_s)
+        else max(fwd.recovery_s, back.recovery_s),
+        notes=f'+{CLOCK_STEP_S * 1e3:.0f} ms: hold {fwd.hold_ms} ms, recovery '
+        f'{fwd.recovery_s} s; -{CLOCK_STEP_S * 1e3:.0f} ms: hold {back.hold_ms} ms, recovery '
+        f'{back.recovery_s} s',
+        brake_ms=fwd.brake_ms,
+        conformance=fwd.conformance + back.conformance,
+        timeline=fwd.timeline + back.timeline,
+    )
+    # (no braking is expected: chunks resume within the open-loop budget)
+    res.ok = (
+        res.unsafe == 0
+        and res.stale == 0
+        and res.conformance == 0
+        and res.hold_ms is not None
+        and res.hold_ms <= HOLD_TARGET_MS
+        and res.recovery_s is not None
+        and res.recovery_s <= RECOVERY_TARGET_S
+    )
+    return res
+
+
 def _no_interruption(
     stack,
     rec: Recorder,
@@ -636,6 +689,7 @@ FAULTS = {
     'instruction_flood': fault_instruction_flood,
     'clock_future': fault_clock_future,
     'clock_past': fault_clock_past,
+    'clock_step': fault_clock_step,
 }
 
 
@@ -769,6 +823,12 @@ def _run_lone(
 
     config = default_config()
     before = set(shm_segments())
+    # the wall clock the stack's processes (and this one) read: a drill may step it
+    shift_dir = tempfile.mkdtemp(prefix='wam_clock_')
+    shift_path = os.path.join(shift_dir, 'shift_ns')
+    write_shift(shift_path, 0)
+    previous_shift = os.environ.get(SHIFT_ENV)
+    os.environ[SHIFT_ENV] = shift_path
     llm = FakeLLMServer()
     extra = override('harness', 'planner.llm_url', llm.url)
     extra += override('harness', 'planner.breaker_cooldown_s', LLM_BREAKER_COOLDOWN_S)
@@ -801,6 +861,11 @@ def _run_lone(
         pids |= {p.pid for p in stack.procs}
         stack.shutdown()
         llm.close()
+        if previous_shift is None:
+            os.environ.pop(SHIFT_ENV, None)
+        else:
+            os.environ[SHIFT_ENV] = previous_shift
+        shutil.rmtree(shift_dir, ignore_errors=True)
     time.sleep(0.5)
     leaked_segments = sorted(set(shm_segments()) - before)
     leaked_procs = sorted(

@@ -11,10 +11,11 @@ than on a timer that may collide with the tick.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from diagnostic_msgs.msg import DiagnosticArray
+
+from wam_core.common.clock import wall_ns
 
 from . import convert
 from .qos import EVENTS
@@ -89,4 +90,4 @@ class NodeDiagnostics:
                     f'{self.node.get_name()}: {task}', self.hardware_id, level, message, values
                 )
             )
-        self._pub.publish(convert.diagnostic_array(time.time_ns(), statuses))
+        self._pub.publish(convert.diagnostic_array(wall_ns(), statuses))

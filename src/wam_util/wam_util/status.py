@@ -9,8 +9,9 @@ human-readable labels are for people only.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
+
+from wam_core.common.clock import wall_ns
 
 from . import convert
 from .diagnostics import NodeDiagnostics
@@ -85,7 +86,7 @@ class TypedStatus:
 
     def _report(self):
         msg = self._build()
-        msg.header.stamp = convert.ns_to_stamp(time.time_ns())
+        msg.header.stamp = convert.ns_to_stamp(wall_ns())
         for pub in self._pubs:
             pub.publish(msg)
         self.last = msg

@@ -23,6 +23,7 @@ from sensor_msgs.msg import Image, JointState
 
 from wam_core.cache.factory import open_cache_writer, ring_slots
 from wam_core.cache.protocol import CacheError
+from wam_core.common.clock import wall_ns
 from wam_core.common.config import WorldExpertParams
 from wam_core.common.params import ConfigError
 from wam_core.common.paths import resolve_path
@@ -363,7 +364,7 @@ class WorldExpertNode(LifecycleNode):
                 return
             frame = views[self.views[0]]
             frame.others = {v: views[v] for v in self.views[1:]}
-        self.encoder.timer.add('capture_to_queued', (time.time_ns() - frame.stamp_ns) / 1e6)
+        self.encoder.timer.add('capture_to_queued', (wall_ns() - frame.stamp_ns) / 1e6)
         with self._wake:
             self.window.put(robot, frame, time.monotonic())
             self._wake.notify()
@@ -398,7 +399,7 @@ class WorldExpertNode(LifecycleNode):
                 elif self._running:  # not while shutting down: the context may be gone
                     self._pubs[robot].publish(self._descriptor(robot, frame.source, out))
                     self.encoder.timer.add(
-                        'capture_to_published', (time.time_ns() - frame.stamp_ns) / 1e6
+                        'capture_to_published', (wall_ns() - frame.stamp_ns) / 1e6
                     )
 
     def _descriptor(self, robot: str, msg: Image, out) -> RepresentationDescriptor:

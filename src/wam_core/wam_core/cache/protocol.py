@@ -11,12 +11,13 @@ when done). Every backend (``inprocess``, ``shm``; ``cuda_ipc`` on a GPU) implem
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+
+from ..common.clock import wall_ns
 
 # Reasons a read is refused; they are also the keys of the reader's counters.
 MISS, VERSION, STALE, TORN, UNKNOWN_SLOT, KEY_MISMATCH, NO_SEGMENT = (
@@ -61,20 +62,22 @@ def entry_refusal(
 ) -> str:
     """Why a reader may not use an entry ('' if it may), one rule for every backend, in one
     order: another model version, then another key than the descriptor named, then an
-    observation older than the TTL. (Whether the slot was rewritten while read is the
-    backend's own seqlock check, on top.)"""
+    observation older than the TTL, or stamped further in the future than the TTL (the
+    wall clock stepped back: what was observed before the step cannot be dated against
+    it). (Whether the slot was rewritten while read is the backend's own seqlock check,
+    on top.)"""
     if version != reader_version:
         return VERSION
     if wanted_key is not None and key != wanted_key:
         return KEY_MISMATCH
-    if now - stamp_ns > ttl_ns:
+    if abs(now - stamp_ns) > ttl_ns:
         return STALE
     return ''
 
 
 def now_ns() -> int:
     """The cache clock: wall time, the same clock as ROS message stamps."""
-    return time.time_ns()
+    return wall_ns()
 
 
 def make_key(fingerprint: str, version: str) -> str:
