@@ -32,7 +32,6 @@ from trajectory_msgs.msg import JointTrajectory
 
 from wam_core.common.clock import WallClock, wall_ns, wall_s
 from wam_core.common.config import HarnessParams
-from wam_core.common.robot import TABLETOP_ARM
 from wam_core.common.status import ERROR, OK, WARN
 from wam_core.control.command_tracker import CommandTracker
 from wam_core.control.joint_state import JointStateError, JointStateMapper
@@ -62,8 +61,9 @@ class SafetyGate:
             self.period_s,
             contact_noise=cfg.control.contact_noise_fraction,
         )
+        robot = cfg.robot.description()  # the tolerances of this robot's joints (prismatic: m)
         self.activity = GateActivity(
-            self.joint_names, [TABLETOP_ARM.change_tolerance(j) for j in self.joint_names]
+            self.joint_names, [robot.change_tolerance(j) for j in self.joint_names]
         )
         self.clock = WallClock()  # wall stamps <-> monotonic deadlines, by the live offset
         # the gate's baseline: the command the robot follows

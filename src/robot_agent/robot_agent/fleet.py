@@ -39,7 +39,7 @@ from rclpy.parameter import Parameter
 from wam_core.cache.inprocess import InProcessCache
 from wam_core.cache.mooncake_master import MooncakeMaster
 from wam_core.common.check_config import require_consistent
-from wam_core.common.config import WorldExpertParams
+from wam_core.common.config import HarnessParams, WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config, workspace_root
 from wam_core.common.process import free_port
@@ -149,6 +149,7 @@ class Fleet(BringUp):
         self.started(lambda: self._start(robot, seed, camera_hz))
 
     def _start(self, robot: str, seed: int, camera_hz: float) -> None:
+        joints = list(load_params(self.param_files, 'harness', HarnessParams).robot.joint_names)
         for i, name in enumerate(self.names):
             ns = f'/{name}'
             over = [
@@ -165,7 +166,7 @@ class Fleet(BringUp):
                 self.robots[name] = SyntheticRobot(namespace=ns, parameter_overrides=over)
             else:
                 raise ValueError(f'unknown robot {robot!r}')
-            self.monitors[name] = Monitor(namespace=ns)
+            self.monitors[name] = Monitor(joints, namespace=ns)
         for n in self.robots.values():
             self.executor.add_node(n)
         self.observers = BackgroundSpinner(self.monitors.values())  # see Stack

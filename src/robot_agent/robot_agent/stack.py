@@ -28,7 +28,7 @@ from trajectory_msgs.msg import JointTrajectory
 from wam_core.cache.inprocess import InProcessCache
 from wam_core.common.check_config import require_consistent
 from wam_core.common.clock import injected_shift_ns
-from wam_core.common.config import ActionExpertParams, WorldExpertParams
+from wam_core.common.config import ActionExpertParams, HarnessParams, WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config, resolve_path
 from wam_core.common.robot import TABLETOP_ARM
@@ -190,7 +190,7 @@ class Stack(BringUp):
             self.robot = SyntheticRobot()
         else:
             raise ValueError(f'unknown robot {robot!r}')
-        self.monitor = Monitor()
+        self.monitor = Monitor(self.joint_names())
         # the monitor checks what reaches the robot as a controller process would see it
         self.observers = BackgroundSpinner([self.monitor])
         self.agent = None
@@ -255,6 +255,13 @@ class Stack(BringUp):
         if reap:
             p.wait(timeout=10)
         return p
+
+    def joint_names(self) -> list[str]:
+        """The robot's joints as the parameter files configure them (the monitor holds
+        what the robot receives against them)."""
+        if not self.param_files:
+            return list(TABLETOP_ARM.joint_names)
+        return list(load_params(self.param_files, 'harness', HarnessParams).robot.joint_names)
 
     @property
     def param_files(self) -> list[str]:

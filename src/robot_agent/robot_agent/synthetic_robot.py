@@ -24,7 +24,12 @@ class SyntheticRobot(Node):
         self.joint_names = list(cfg.robot.joint_names)
         size = cfg.image_size
         self.scene = SyntheticScene(size, len(self.joint_names), cfg.seed, cfg.static_scene)
-        self._grippers = [i for i, n in enumerate(self.joint_names) if 'gripper' in n]
+        robot = cfg.robot.description()  # which joints are prismatic, and their ranges
+        self._prismatic = [
+            (i, robot.limits[n].lower, robot.limits[n].upper)
+            for i, n in enumerate(self.joint_names)
+            if n in robot.prismatic
+        ]
         self.frames = 0
         self._t0 = time.monotonic()
         self._img_pub = self.create_publisher(Image, camera_topic('front'), qos.SENSOR)
@@ -59,8 +64,8 @@ class SyntheticRobot(Node):
         msg.header.stamp = convert.ns_to_stamp(wall_ns())
         msg.name = self.joint_names
         q = self.scene.joints(time.monotonic() - self._t0)
-        for i in self._grippers:  # prismatic fingers: keep within 0..0.04 m
-            q[i] = 0.02 + 0.03 * q[i]
+        for i, lower, upper in self._prismatic:  # fingers: within their travel (m)
+            q[i] = lower + (upper - lower) * (0.5 + 0.375 * q[i])
         msg.position = q.tolist()
         self._js_pub.publish(msg)
 

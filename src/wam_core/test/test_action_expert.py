@@ -13,9 +13,7 @@ from wam_core.models.action_expert import (
 
 def test_chunks_start_from_the_joint_state_and_stay_within_the_bound():
     torch.manual_seed(0)
-    model = ActionExpert(
-        ActionExpertConfig(delta_scale=default_delta_scale(TABLETOP_ARM.joint_names))
-    ).eval()
+    model = ActionExpert(ActionExpertConfig(delta_scale=default_delta_scale(TABLETOP_ARM))).eval()
     with torch.no_grad():
         for p in model.mlp[-1].parameters():
             p.normal_(0.0, 5.0)  # saturate the tanh: the bound must still hold

@@ -20,7 +20,7 @@ from wam_core.common.params import (
     to_flat,
 )
 from wam_core.common.paths import default_config
-from wam_core.common.robot import TABLETOP_ARM, JointLimit
+from wam_core.common.robot import TABLETOP_ARM
 
 CONFIG = default_config()
 
@@ -92,10 +92,9 @@ def test_joint_limits_expand_over_the_robots_joints():
     names = {leaf.name for leaf in leaves(HarnessParams)}
     assert 'joint_limits.gripper_joint.velocity' in names
     assert dict(HarnessParams().joint_limits) == dict(TABLETOP_ARM.limits)
-    # another robot's joints: their limits have no default and must be given
+    # the joints are the robot description's: others are refused (another arm is another
+    # URDF, robot.description_file, whose limits are then the defaults: test_second_arm)
     flat = {'robot.joint_names': ['a', 'b']}
-    with pytest.raises(ConfigError, match='joint_limits.a.lower is not set'):
-        from_flat(HarnessParams, flat)
     for j in 'ab':
         flat.update(
             {
@@ -104,8 +103,13 @@ def test_joint_limits_expand_over_the_robots_joints():
                 f'joint_limits.{j}.velocity': 2.0,
             }
         )
-    cfg = from_flat(HarnessParams, flat)
-    assert cfg.joint_limits['b'] == JointLimit(-1.0, 1.0, 2.0, 0.0, 10.0)
+    with pytest.raises(ConfigError, match=r"\['a', 'b'\] are not the commanded joints"):
+        from_flat(HarnessParams, flat)
+    # narrower than the URDF: fine; wider: refused, naming the joint
+    narrow = {'joint_limits.arm_joint_2.velocity': 1.0}
+    assert from_flat(HarnessParams, narrow).joint_limits['arm_joint_2'].velocity == 1.0
+    with pytest.raises(ConfigError, match='joint_limits.arm_joint_2: upper wider than the URDF'):
+        from_flat(HarnessParams, {'joint_limits.arm_joint_2.upper': 3.5})
 
 
 def test_flat_round_trip():

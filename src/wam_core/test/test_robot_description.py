@@ -92,3 +92,15 @@ def test_a_fixed_flange_on_the_way_to_the_tcp_adds_its_offset(tmp_path):
     arm = load_robot_description(urdf)
     assert arm.tcp_offset == pytest.approx((0.1, 0.0, 0.0))
     assert [j.name for j in arm.chain] == [f'arm_joint_{i}' for i in range(1, 7)]
+
+
+def test_a_continuous_joint_is_refused_with_the_reason(tmp_path):
+    """(issue 24, item 3) It was silently left out of the commanded joints; the gate and
+    its braking rule keep commands inside position limits, so it is refused instead."""
+    urdf = _variant(
+        tmp_path,
+        '<joint name="arm_joint_5" type="revolute">',
+        ('<joint name="arm_joint_5" type="continuous">'),
+    )
+    with pytest.raises(ConfigError, match="joint 'arm_joint_5': a continuous joint is not served"):
+        load_robot_description(urdf)

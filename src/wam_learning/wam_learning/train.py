@@ -523,7 +523,7 @@ def train(
                 repr_dim=world.config.hidden_size,
                 repr_tokens=representation_tokens(world.config),
                 num_joints=len(JOINT_NAMES),
-                delta_scale=default_delta_scale(JOINT_NAMES),
+                delta_scale=default_delta_scale(),  # the tabletop arm's
                 views=len(views),
             )
         )

@@ -23,7 +23,14 @@ from rclpy.exceptions import (
 from rclpy.parameter import Parameter
 
 from wam_core.common.config import NODE_SCHEMAS
-from wam_core.common.params import REQUIRED, ConfigError, Leaf, from_flat, leaves
+from wam_core.common.params import (
+    REQUIRED,
+    ConfigError,
+    Leaf,
+    description_limits,
+    from_flat,
+    leaves,
+)
 
 _TYPES = {
     bool: Parameter.Type.BOOL,
@@ -33,6 +40,7 @@ _TYPES = {
     list: Parameter.Type.STRING_ARRAY,
 }
 JOINT_NAMES = 'robot.joint_names'
+DESCRIPTION = 'robot.description_file'
 # declared by rclpy itself on every node (and by diagnostic_updater on a full install);
 # qos_overrides.* is rclpy's QoS-override mechanism
 BUILT_IN = ('use_sim_time', 'start_type_description_service', 'diagnostic_updater.period')
@@ -69,16 +77,23 @@ class NodeParams:
         self.node = node
         self.schema = schema
         self.errors: list[str] = []
-        # Per-joint blocks are named after the joints: declare the joint names first.
-        first = [leaf for leaf in leaves(schema) if leaf.name == JOINT_NAMES]
+        # Per-joint blocks are named after the joints, and their defaults are the robot
+        # description's limits: declare the joint names and the description first.
+        first = [leaf for leaf in leaves(schema) if leaf.name in (JOINT_NAMES, DESCRIPTION)]
         for leaf in first:
             self._declare(leaf)
         joints = None
-        if first and node.has_parameter(JOINT_NAMES):
+        if node.has_parameter(JOINT_NAMES):
             joints = list(node.get_parameter(JOINT_NAMES).value)
-        self.leaves = leaves(schema, joints)
+        self.joint_defaults = None
+        if node.has_parameter(DESCRIPTION):
+            try:
+                self.joint_defaults = description_limits(node.get_parameter(DESCRIPTION).value)
+            except ConfigError as exc:  # read() reports it, as for a bad value
+                self.errors.append(f'parameter {DESCRIPTION}: {exc}')
+        self.leaves = leaves(schema, joints, self.joint_defaults)
         for leaf in self.leaves:
-            if leaf.name != JOINT_NAMES:
+            if leaf.name not in (JOINT_NAMES, DESCRIPTION):
                 self._declare(leaf)
         self._refuse_unknown(joints)
 
@@ -120,4 +135,4 @@ class NodeParams:
             except ParameterUninitializedException:
                 # an empty-list default (see _declare), else from_flat says it is not set
                 flat[leaf.name] = [] if leaf.default == [] else None
-        return from_flat(self.schema, flat)
+        return from_flat(self.schema, flat, self.joint_defaults)

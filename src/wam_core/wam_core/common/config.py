@@ -9,13 +9,12 @@ Units: seconds, radians and metres unless a name says ``_ms`` or ``_hz``.
 
 from __future__ import annotations
 
-import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .params import ConfigError, param, per_joint, section
-from .paths import resolve_path
-from .robot import TABLETOP_ARM, JointLimit, RobotDescription, load_robot_description
+from .robot import TABLETOP_ARM, JointLimit, RobotDescription, description_of_file
 
 PRECISIONS = ('auto', 'bf16', 'fp16', 'fp32')
 CACHE_BACKENDS = ('inprocess', 'shm', 'mooncake', 'cuda_ipc')
@@ -43,11 +42,35 @@ class RobotConfig:
 
     def description(self) -> RobotDescription:
         """The robot description this configuration names (ConfigError if unreadable)."""
-        if not self.description_file:
-            return TABLETOP_ARM
-        urdf = resolve_path(self.description_file)
-        limits = os.path.join(os.path.dirname(urdf), 'joint_limits.yaml')
-        return load_robot_description(urdf, limits if os.path.exists(limits) else None)
+        return description_of_file(self.description_file)
+
+    def check_limits(self, limits: Mapping[str, JointLimit]) -> None:
+        """ConfigError unless the joints are the description's commanded joints, in its
+        order, and no configured limit is wider than the URDF's (a gate configured looser
+        than the robot's own limits would forward what the robot must not do)."""
+        desc = self.description()
+        if list(self.joint_names) != list(desc.joint_names):
+            raise ConfigError(
+                f'robot.joint_names {list(self.joint_names)} are not the commanded joints of '
+                f'the robot description {list(desc.joint_names)} '
+                f'({self.description_file or "the shipped tabletop arm"})'
+            )
+        for name, lim in limits.items():
+            urdf = desc.limits[name]
+            wider = [
+                what
+                for what, ok in (
+                    ('lower', lim.lower >= urdf.lower - 1e-9),
+                    ('upper', lim.upper <= urdf.upper + 1e-9),
+                    ('velocity', lim.velocity <= urdf.velocity + 1e-9),
+                )
+                if not ok
+            ]
+            if wider:
+                raise ConfigError(
+                    f'joint_limits.{name}: {", ".join(wider)} wider than the URDF allows '
+                    f'({urdf.lower:g}..{urdf.upper:g}, {urdf.velocity:g}/s)'
+                )
 
     def validate(self) -> None:
         if not self.joint_names or len(set(self.joint_names)) != len(self.joint_names):
@@ -423,6 +446,7 @@ class ActionExpertParams:
         check_device(self.device, self.cuda_graphs)
         for name, limit in self.joint_limits.items():
             limit.check(name)
+        self.robot.check_limits(self.joint_limits)
 
 
 # ----------------------------------------------------------------------------- harness
@@ -556,6 +580,7 @@ class HarnessParams:
     def validate(self) -> None:
         for name, limit in self.joint_limits.items():
             limit.check(name)
+        self.robot.check_limits(self.joint_limits)
 
 
 # ----------------------------------------------------------------------- robot side

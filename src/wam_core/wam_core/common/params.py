@@ -85,17 +85,23 @@ def _kind(default: Any, annotation: str) -> type:
     return {'float': float, 'int': int, 'str': str, 'bool': bool}[annotation]
 
 
-def leaves(schema: type, joint_names: Sequence[str] | None = None) -> list[Leaf]:
+def leaves(
+    schema: type,
+    joint_names: Sequence[str] | None = None,
+    joint_defaults: Mapping[str, Any] | None = None,
+) -> list[Leaf]:
     """Every parameter of ``schema``, in declaration order. Per-joint blocks expand over
-    ``joint_names`` (default: the schema's default ``robot.joint_names``)."""
+    ``joint_names`` (default: the schema's default ``robot.joint_names``); their
+    defaults are ``joint_defaults`` (the robot description's limits) where given, else
+    the schema's."""
     defaults = schema()
     if joint_names is None:
         robot = getattr(defaults, 'robot', None)
         joint_names = list(robot.joint_names) if robot is not None else []
-    return list(_leaves(schema, defaults, '', list(joint_names)))
+    return list(_leaves(schema, defaults, '', list(joint_names), joint_defaults or {}))
 
 
-def _leaves(cls: type, default_obj: Any, prefix: str, joints: list[str]):
+def _leaves(cls: type, default_obj: Any, prefix: str, joints: list[str], joint_defaults):
     for f in dataclasses.fields(cls):
         name = prefix + f.name
         if default_obj is not None:
@@ -107,11 +113,12 @@ def _leaves(cls: type, default_obj: Any, prefix: str, joints: list[str]):
         if PER_JOINT in f.metadata:
             item_cls, _ = f.metadata[PER_JOINT]
             for joint in joints:
-                yield from _leaves(item_cls, value.get(joint), f'{name}.{joint}.', joints)
+                block = joint_defaults.get(joint, value.get(joint))
+                yield from _leaves(item_cls, block, f'{name}.{joint}.', joints, joint_defaults)
         elif PARAM in f.metadata:
             yield Leaf(name, value, _kind(value, str(f.type)), f.metadata[PARAM])
         elif dataclasses.is_dataclass(value):
-            yield from _leaves(type(value), value, name + '.', joints)
+            yield from _leaves(type(value), value, name + '.', joints, joint_defaults)
 
 
 def check_value(leaf: Leaf, value: Any) -> Any:
@@ -147,10 +154,11 @@ def check_value(leaf: Leaf, value: Any) -> Any:
     return list(value) if kind is list else value
 
 
-def from_flat(schema: type, flat: Mapping[str, Any]):
-    """Dotted parameter values (missing ones take their defaults) -> a validated schema."""
+def from_flat(schema: type, flat: Mapping[str, Any], joint_defaults=None):
+    """Dotted parameter values (missing ones take their defaults; per-joint ones
+    ``joint_defaults``' where given) -> a validated schema."""
     joints = flat.get('robot.joint_names')
-    items = leaves(schema, None if joints is None else list(joints))
+    items = leaves(schema, None if joints is None else list(joints), joint_defaults)
     values = {leaf.name: check_value(leaf, flat.get(leaf.name, leaf.default)) for leaf in items}
     return _build(schema, values, '', values.get('robot.joint_names', []))
 
@@ -244,11 +252,28 @@ def load_params(path, node: str, schema: type):
         values['shared'].update(found['shared'])
         values['own'].update(found['own'])
     path = ', '.join(paths)
-    joints = {**values['shared'], **values['own']}.get('robot.joint_names')
-    known = {leaf.name for leaf in leaves(schema, joints)}
+    given = {**values['shared'], **values['own']}
+    joints = given.get('robot.joint_names')
+    joint_defaults = (
+        description_limits(given['robot.description_file'])
+        if 'robot.description_file' in given
+        else None
+    )
+    known = {leaf.name for leaf in leaves(schema, joints, joint_defaults)}
     unknown = sorted(set(values['own']) - known)
     if unknown:
         raise ConfigError(f'{path}: {node} has no parameter(s) {", ".join(unknown)}')
     flat = {k: v for k, v in values['shared'].items() if k in known}
     flat.update(values['own'])
-    return from_flat(schema, flat)
+    return from_flat(schema, flat, joint_defaults)
+
+
+def description_limits(description_file) -> dict | None:
+    """The per-joint limits of the robot description a parameter file names (its URDF
+    and the joint_limits.yaml beside it): the defaults of ``joint_limits``. None for the
+    shipped arm ('', whose limits are the schema's defaults)."""
+    if not isinstance(description_file, str) or not description_file:
+        return None
+    from .robot import description_of_file  # robot imports this module
+
+    return dict(description_of_file(description_file).limits)

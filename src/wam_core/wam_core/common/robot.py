@@ -145,7 +145,10 @@ def load_robot_description(urdf_path: str, limits_path: str | None = None) -> Ro
     other, in the file's order; the chain is the serial path of revolute joints from the
     root link, and the TCP is the fixed joint's child named ``tcp``. ConfigError with the
     reason for anything the stack cannot serve (a joint without limits, a rotated frame,
-    an axis off x/y/z)."""
+    an axis off x/y/z, a continuous joint: the clamping gate and its braking rule keep
+    every command inside position limits, and serving an unbounded, wrapping joint needs
+    wrap-aware blending and tracking that are not written; a continuous joint that mimics
+    another, or is not commanded, is fine)."""
     from urdf_parser_py.urdf import URDF  # lxml-based: loaded only where a URDF is read
 
     try:
@@ -177,11 +180,16 @@ def load_robot_description(urdf_path: str, limits_path: str | None = None) -> Ro
             _axis_name(j.axis if j.axis is not None else (1.0, 0.0, 0.0), where) if moving else ''
         )
         origins[j.name] = (xyz, axis)
-        if j.type not in ('revolute', 'prismatic'):
+        if j.type not in ('revolute', 'prismatic', 'continuous'):
             continue
         if j.mimic is not None:
             mimics[j.name] = j.mimic.joint
             continue
+        if j.type == 'continuous':
+            raise ConfigError(
+                f'{where}: a continuous joint is not served yet (commands are kept inside '
+                'position limits): describe it as revolute with the range it may use'
+            )
         if j.limit is None:
             raise ConfigError(f'{where}: no <limit>')
         names.append(j.name)
@@ -228,3 +236,16 @@ def load_robot_description(urdf_path: str, limits_path: str | None = None) -> Ro
 
 
 TABLETOP_ARM = load_robot_description(TABLETOP_URDF, TABLETOP_LIMITS)
+
+
+def description_of_file(description_file: str) -> RobotDescription:
+    """The robot a parameter file's ``robot.description_file`` names: its URDF (a relative
+    path resolves against $WAM_ROOT) with the joint_limits.yaml beside it; '' is the
+    shipped arm."""
+    if not description_file:
+        return TABLETOP_ARM
+    from .paths import resolve_path
+
+    urdf = resolve_path(description_file)
+    limits = os.path.join(os.path.dirname(urdf), 'joint_limits.yaml')
+    return load_robot_description(urdf, limits if os.path.exists(limits) else None)

@@ -53,10 +53,11 @@ OBJECTS = 5  # apple x, y, z and fridge x, y (m, base frame)
 _FEATURES = 3 + 3 + 1 + 2 + 2  # TCP, apple - TCP, apple height, fridge - TCP, fridge - apple
 
 
-def default_delta_scale(joint_names) -> list[float]:
-    """Per-joint bound on a chunk's distance from the current position: 0.5 rad, 5 cm for a
-    gripper."""
-    return [0.05 if 'gripper' in n else 0.5 for n in joint_names]
+def default_delta_scale(robot: RobotDescription = TABLETOP_ARM) -> list[float]:
+    """Per-joint bound on a chunk's distance from the current position: 0.5 rad for a
+    revolute joint, 5 cm for a prismatic one (a gripper), as the robot description says
+    (not as a joint's name suggests)."""
+    return [0.05 if n in robot.prismatic else 0.5 for n in robot.joint_names]
 
 
 class ActionExpertConfig(PretrainedConfig):

@@ -1,7 +1,7 @@
 """Write deterministic, seeded default model directories (no download needed).
 
     python -m wam_core.models.default_models --out models [--seed 0] [--views front,wrist]
-                                             [--world-size tiny|base]
+                                             [--world-size tiny|base] [--description URDF]
 
 Each directory gets config.json, model.safetensors and manifest.json (sha256 of
 each file, name, version). The action expert's manifest names the world-expert
@@ -19,8 +19,8 @@ import sys
 import torch
 from transformers import ViTModel
 
-from ..common.robot import TABLETOP_ARM
-from .action_expert import ActionExpert, ActionExpertConfig, default_delta_scale
+from ..common.robot import TABLETOP_ARM, RobotDescription, description_of_file
+from .action_expert import ActionExpert, ActionExpertConfig, arm_chain, default_delta_scale
 from .manifest import write_manifest
 from .world_expert import WORLD_SIZES, representation_tokens
 
@@ -33,10 +33,14 @@ PERIOD_S = 0.02  # the control period the demonstrations are recorded at
 def write_default_models(
     out: str,
     seed: int = 0,
-    joints: int = len(TABLETOP_ARM.joint_names),
+    joints: int | None = None,
     views: tuple[str, ...] = ('front',),
     world_size: str = 'tiny',
+    robot: RobotDescription = TABLETOP_ARM,
 ) -> dict:
+    """A seeded pair for ``robot`` (its joints, kinematic chain and TCP; the first
+    ``joints`` of them)."""
+    joints = len(robot.joint_names) if joints is None else joints
     if world_size not in WORLD_SIZES:
         raise ValueError(f'world size {world_size!r}: one of {", ".join(WORLD_SIZES)}')
     version = f'default-seed{seed}' + ('' if views == ('front',) else '-' + '-'.join(views))
@@ -62,8 +66,10 @@ def write_default_models(
         repr_dim=world.config.hidden_size,
         repr_tokens=representation_tokens(world.config),
         num_joints=joints,
-        delta_scale=default_delta_scale(TABLETOP_ARM.joint_names[:joints]),
+        delta_scale=default_delta_scale(robot)[:joints],
         views=len(views),
+        arm_chain=arm_chain(robot),
+        tcp_offset=list(robot.tcp_offset),
     )
     action = ActionExpert(cfg)
     action.save_pretrained(action_dir)
@@ -77,7 +83,7 @@ def write_default_models(
             'type': ACTION_TYPE,
             'period_s': PERIOD_S,
             'world_version': version,
-            'joint_names': list(TABLETOP_ARM.joint_names[:joints]),
+            'joint_names': list(robot.joint_names[:joints]),
         },
     )
     return {'world_dir': world_dir, 'action_dir': action_dir, 'version': version}
@@ -91,9 +97,18 @@ def main(argv=None) -> int:
     ap.add_argument('--seed', type=int, default=0)
     ap.add_argument('--views', default='front', help='camera views, comma-separated (front,wrist)')
     ap.add_argument('--world-size', default='tiny', choices=sorted(WORLD_SIZES))
+    ap.add_argument(
+        '--description',
+        default='',
+        help="another robot's URDF (joint_limits.yaml beside it): a pair for its joints",
+    )
     args = ap.parse_args(argv)
     info = write_default_models(
-        args.out, args.seed, views=tuple(args.views.split(',')), world_size=args.world_size
+        args.out,
+        args.seed,
+        views=tuple(args.views.split(',')),
+        world_size=args.world_size,
+        robot=description_of_file(args.description),
     )
     print(
         f'default models written: {info["world_dir"]}, {info["action_dir"]} '
