@@ -12,10 +12,10 @@ setup:
 demo: setup                       ## the whole task on the simulated robot, one process (PLANNER=llm: with the local LLM server; MODEL=pi0: the tiny π0)
 	@$(if $(filter llm,$(PLANNER)),bash scripts/setup_llm.sh && )$(ENV) && python -m robot_agent.stack $(MODEL_ARG) $(if $(PLANNER),--planner $(PLANNER)) $(DEMO_ARGS)
 
-demo-multi: setup                 ## the same with one process per expert and the shm cache
+demo-multi: setup                 ## the same with a process per node (experts, gate, task manager) and the shm cache
 	@$(ENV) && python -m robot_agent.stack --mode multi $(MODEL_ARG) $(DEMO_ARGS)
 
-demo-fleet: setup                 ## ROBOTS simulated tabletops (default 2), one world expert, an action expert and gate each
+demo-fleet: setup                 ## ROBOTS simulated tabletops (default 2), one world expert, an action expert, gate and task manager each
 	@$(ENV) && python -m robot_agent.fleet --robots $(or $(ROBOTS),2) $(MODEL_ARG) $(FLEET_ARGS)
 
 test: setup                       ## ruff + colcon build + colcon test + colcon test-result

@@ -3,11 +3,12 @@
     python bench/fleet.py [--robots 1,2,4,8] [--seconds 60] [--warmup 15]
 
 For each N: N synthetic robots (30 Hz cameras, 128 px, 100 Hz joint states) under
-/robot<k>/, one world expert for all of them and an action expert and a gate per robot,
-each in its own process (the shm cache). After a warm-up the counts are taken over the
-next ``--seconds`` (deltas); the latency percentiles are the nodes' windows of their
-last 3000 samples: 60 s of ticks and periods at 50 Hz, ~100 s of representation ages
-and obs->action at ~30 Hz (those include part of the warm-up and bring-up).
+/robot<k>/, one world expert for all of them and an action expert, a gate and a task
+manager per robot, each in its own process (the shm cache). After a warm-up the counts
+are taken over the next ``--seconds`` (deltas); the latency percentiles are the nodes'
+windows of their last 3000 samples: 60 s of ticks and periods at 50 Hz, ~100 s of
+representation ages and obs->action at ~30 Hz (those include part of the warm-up and
+bring-up).
 per N the worst robot's tick p99 and period p99, representation age p99, obs->action
 p99, world calls per distinct frame (the one furthest from 1.00), mean frames per world
 forward pass, degraded-tick share, and the memory of every process together (RSS summed
@@ -56,11 +57,11 @@ def _counts(fleet: Fleet) -> dict[str, tuple[float, float]]:
 
 
 def _cpu_seconds(fleet: Fleet) -> dict[str, float]:
-    """CPU time so far by role: the world expert, the action experts, the harnesses, and
-    this process (the synthetic robots and the monitors)."""
+    """CPU time so far by role: the world expert, the action experts, the harnesses (the
+    gates), the task managers, and this process (the synthetic robots and the monitors)."""
     import psutil
 
-    out = {'world': 0.0, 'action': 0.0, 'harness': 0.0, 'robots_and_monitors': 0.0}
+    out = {'world': 0.0, 'action': 0.0, 'harness': 0.0, 'task': 0.0, 'robots_and_monitors': 0.0}
     procs = [('robots_and_monitors', os.getpid())]
     procs += [(key.rsplit('/', 1)[-1], p.pid) for key, p in fleet.children.items()]
     for role, pid in procs:

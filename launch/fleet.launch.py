@@ -5,7 +5,7 @@
         [config:=config/wam.yaml]
 
 One world expert in the root namespace serves robot1..robotN; each robot gets, under
-/robot<k>/, an action expert, a harness (clamping gate, safety stop, task manager) and,
+/robot<k>/, an action expert, a harness (clamping gate, safety stop), a task manager and,
 with robot:=sim, a simulated tabletop (seed k-1) and its agent. config/fleet.yaml is
 layered over the parameter file (a robot's gate depends on its own action expert and the
 shared /world_expert). With cache:=mooncake the Mooncake Store's master is started on
@@ -69,16 +69,17 @@ def _fleet(context):
         actions += managed_node(
             'action_expert_node', 'action_expert', 'action_expert', [*layers, cache_params], ns
         )
-        actions.append(
-            launch_ros.actions.Node(
-                package='harness_node',
-                executable='harness',
-                name='harness',
-                namespace=ns,
-                output='screen',
-                parameters=layers,
+        for executable in ('harness', 'task_manager'):  # the gate apart from the planner
+            actions.append(
+                launch_ros.actions.Node(
+                    package='harness_node',
+                    executable=executable,
+                    name=executable,
+                    namespace=ns,
+                    output='screen',
+                    parameters=layers,
+                )
             )
-        )
         source = {'sim': 'sim_robot', 'synthetic': 'synthetic_robot'}.get(robot)
         if source is not None:
             actions.append(

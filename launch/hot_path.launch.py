@@ -3,10 +3,11 @@
     ros2 launch launch/hot_path.launch.py [robot:=sim|synthetic|none] [config:=config/wam.yaml]
 
 Each expert runs in its own process and shares representations through the POSIX
-shared-memory cache. The expert nodes are managed nodes: launch_ros emits the
-configure and activate transitions once each node is up (what nav2's
-lifecycle_manager does), so ``ros2 lifecycle get /world_expert`` reads "active" when
-it is serving. On this machine use ``make demo`` / ``make demo-multi`` instead.
+shared-memory cache; the harness (the clamping gate and safety stop) and the task
+manager (the planner) run in processes of their own. The expert nodes are managed
+nodes: launch_ros emits the configure and activate transitions once each node is up
+(what nav2's lifecycle_manager does), so ``ros2 lifecycle get /world_expert`` reads
+"active" when it is serving. On this machine use ``make demo`` / ``make demo-multi`` instead.
 """
 
 import os
@@ -55,15 +56,18 @@ def generate_launch_description():
     ]
     actions += managed_node('world_expert_node', 'world_expert', 'world_expert', [config, shm])
     actions += managed_node('action_expert_node', 'action_expert', 'action_expert', [config, shm])
-    actions.append(
-        launch_ros.actions.Node(
-            package='harness_node',
-            executable='harness',
-            name='harness',
-            output='screen',
-            parameters=[config],
+    # the gate and the planner in separate processes: nothing the task manager does (an
+    # LLM call, MiniLM, a native crash) can stall or end the only road to the robot
+    for executable in ('harness', 'task_manager'):
+        actions.append(
+            launch_ros.actions.Node(
+                package='harness_node',
+                executable=executable,
+                name=executable,
+                output='screen',
+                parameters=[config],
+            )
         )
-    )
     actions.append(
         launch_ros.actions.Node(
             package='robot_agent',

@@ -14,8 +14,13 @@ setup(
     zip_safe=True,
     maintainer='Mooncake-SG developers',
     maintainer_email='dev@mooncake-sg.invalid',
-    description='Harness node',
+    description='Harness: the clamping gate and safety stop, and the task manager (two nodes)',
     license='Apache-2.0',
     extras_require={'test': ['pytest']},
-    entry_points={'console_scripts': ['harness = harness_node.node:main']},
+    entry_points={
+        'console_scripts': [
+            'harness = harness_node.node:main',
+            'task_manager = harness_node.task_node:main',
+        ]
+    },
 )

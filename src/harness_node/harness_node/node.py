@@ -1,9 +1,14 @@
-"""Harness: the clamping gate with the safety stop, and the task manager, in one node.
+"""Harness: the clamping gate with the safety stop, the only road to the robot.
 
-The two jobs are separate classes (``safety_gate``, ``task_manager``) with their own
-callback groups; the node only reads its parameters (``harness`` in config/wam.yaml)
-and reports both on /diagnostics once a second, with their typed statuses on
-~/gate_status and ~/task_status.
+Nothing else runs in this node's process: the task manager (the LLM client, MiniLM,
+planning) is its own node, ``harness_node.task_node``, in its own process in the
+multi-process stack, the fleet and the launch files, so a native crash or a long GIL
+hold there can neither take down nor delay the gate. It reaches the gate through
+``harness/hold`` (std_srvs/Trigger) when a task is canceled.
+
+The node reads its parameters (``harness`` in config/wam.yaml), publishes the robot's
+URDF on ``robot_description`` (latched) and reports on /diagnostics once a second, with
+its typed status on ~/gate_status.
 """
 
 from __future__ import annotations
@@ -19,7 +24,6 @@ from wam_util.metrics import NodeMetrics
 from wam_util.params import NodeParams
 
 from .safety_gate import SafetyGate
-from .task_manager import TaskManager
 
 
 class HarnessNode(Node):
@@ -28,14 +32,11 @@ class HarnessNode(Node):
         self.cfg = NodeParams(self, HarnessParams).read()  # ConfigError names a bad parameter
         self.diagnostics = NodeDiagnostics(self)
         self.gate = SafetyGate(self, self.cfg, self.diagnostics)
-        self.tasks = TaskManager(self, self.cfg, self.diagnostics, hold=self.gate.hold)
         self.create_timer(1.0, self.diagnostics.publish)
         self.metrics = NodeMetrics(self, self.cfg.metrics_port)
-        self.metrics.latency('plan', self.tasks.plan_ms, 'instruction -> validated plan, s')
         self.metrics.latency('safety_stop', self.gate.stop_latency_ms, 'trigger -> hold sent, s')
         self.metrics.latency('clamp', self.gate.clamp_ms, 'clamping a chunk, s')
         self.metrics.status('safety_gate', self.gate.status)
-        self.metrics.status('task_manager', self.tasks.status)
         self.metrics.start()
         # the robot's URDF, latched, as robot_state_publisher publishes it (for rviz,
         # MoveIt, or anyone checking which arm this stack serves)
@@ -44,7 +45,6 @@ class HarnessNode(Node):
 
     def destroy_node(self):
         self.metrics.stop()
-        self.tasks.close()
         return super().destroy_node()
 
 

@@ -12,9 +12,9 @@
   local), sends a braking hold and refuses chunks until everything is OK for the
   hold-off, or /harness/reset (std_srvs/Trigger) is called while everything is OK.
 
-Every callback here is in the gate's own callback group and does bounded work; the
-task manager's planning and embedding never run in it (they run on the task
-manager's worker thread).
+Every callback here is in the gate's own callback group and does bounded work. The task
+manager is another node, in another process (``harness_node.task_node``): it asks for a
+hold through ``harness/hold`` (std_srvs/Trigger), never by calling into the gate.
 """
 
 from __future__ import annotations
@@ -68,8 +68,8 @@ class SafetyGate:
         self.clock = WallClock()  # wall stamps <-> monotonic deadlines, by the live offset
         # the gate's baseline: the command the robot follows
         self.tracker = CommandTracker(cfg.control.max_command_deviation)
-        # hold() is also called from the task manager's callback group: the command
-        # tracker is only touched under this lock
+        # the command tracker is only touched under this lock (an executor with several
+        # threads may run the hold service beside a chunk)
         self._command_lock = threading.Lock()
         self.monitor = SafetyMonitor(cfg.safety, time.monotonic(), node.get_namespace())
         self.joints = JointStateMapper(self.joint_names)
@@ -117,6 +117,7 @@ class SafetyGate:
             callback_group=group,
         )
         node.create_service(Trigger, 'harness/reset', self._on_reset, callback_group=group)
+        node.create_service(Trigger, 'harness/hold', self._on_hold, callback_group=group)
         node.create_timer(cfg.safety.watchdog_period_s, self._watchdog, callback_group=group)
         self.status = TypedStatus(
             node, diagnostics, 'safety gate', SafetyGateStatus, '~/gate_status', self._status
@@ -289,6 +290,17 @@ class SafetyGate:
             self._publish_stop(False)
         response.success, response.message = ok, message
         self.node.get_logger().info(f'reset requested: {message}')
+        return response
+
+    def _on_hold(self, request, response):
+        """A hold asked for from outside (the task manager, on a canceled task)."""
+        response.success = self.current is not None
+        if response.success:
+            self.hold()
+            response.message = 'holding'
+        else:
+            response.message = 'no joint state yet: nothing to hold'
+        self.node.get_logger().info(f'hold requested: {response.message}')
         return response
 
     def _status(self) -> SafetyGateStatus:

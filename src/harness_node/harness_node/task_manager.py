@@ -2,14 +2,15 @@
 
 The ExecuteTask action (and /instruction, std_msgs/String, the same path) plans with
 the LLM planner (SGLang or any OpenAI-compatible server) falling back to the rules,
-embeds each subtask once and publishes it on /harness/active_subtask (latched). Each
-subtask runs for ``task.subtask_duration_s``; cancel holds the robot (through the
-safety gate's ``hold``).
+embeds each subtask once and publishes it on harness/active_subtask (latched). Each
+subtask runs for ``task.subtask_duration_s``; cancel holds the robot through the safety
+gate's ``harness/hold`` service (the gate runs in another process).
 
 Planning and embedding run on this manager's own worker thread, never in an executor
-callback: an LLM call (timeouts, backoff sleeps) or a cold MiniLM forward must not
-delay the safety gate or the 50 Hz tick that share the executor. The executor side
-only accepts goals, publishes feedback and subtasks, and waits on timers.
+callback: an LLM call (timeouts, backoff sleeps) or a cold MiniLM forward must not delay
+goals, feedback, or (in the single-process stack, where every node shares one executor)
+the gate and the 50 Hz tick. The executor side only accepts goals, publishes feedback
+and subtasks, and waits on timers.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.task import Future
 from std_msgs.msg import String
+from std_srvs.srv import Trigger
 
 from wam_core.common.clock import wall_ns
-from wam_core.common.config import HarnessParams
+from wam_core.common.config import TaskManagerParams
 from wam_core.common.status import OK
 from wam_core.planning.embedding import SubtaskEmbedder
 from wam_core.planning.llm import CircuitBreaker, FallbackPlanner, LLMPlanner
@@ -73,11 +75,8 @@ class _Worker:
 
 
 class TaskManager:
-    def __init__(
-        self, node, cfg: HarnessParams, diagnostics: NodeDiagnostics, hold: Callable[[], None]
-    ):
+    def __init__(self, node, cfg: TaskManagerParams, diagnostics: NodeDiagnostics):
         self.node = node
-        self.hold = hold
         p = cfg.planner
         llm = (
             LLMPlanner(
@@ -115,6 +114,7 @@ class TaskManager:
         self.active = None
         self.tasks = {'succeeded': 0, 'failed': 0, 'canceled': 0}
         self.rejected_inputs: dict[str, int] = {}
+        self.holds_requested = 0
         self._busy = False
         self._busy_logged = 0.0
         # reentrant: the running goal's coroutine waits on timers in this group
@@ -134,14 +134,41 @@ class TaskManager:
         node.create_subscription(
             String, '/instruction', self._on_instruction, qos.EVENTS, callback_group=group
         )
+        # the gate's hold: a service in the harness's process (never a call into it)
+        self._hold = node.create_client(Trigger, 'harness/hold', callback_group=group)
+        # under the harness's name, as the rest of its interface (not ~/): a monitor
+        # finds a robot's task status beside its gate status
         self.status = TypedStatus(
-            node, diagnostics, 'task manager', TaskManagerStatus, '~/task_status', self._status
+            node,
+            diagnostics,
+            'task manager',
+            TaskManagerStatus,
+            'harness/task_status',
+            self._status,
         )
 
     def close(self) -> None:
         self._worker.close()
+        self.node.destroy_client(self._hold)
         if self.planner.llm is not None:
             self.planner.llm.close()
+
+    def hold(self) -> None:
+        """Ask the gate to brake the robot to a hold (a canceled task). Not awaited: the
+        task ends either way; a gate that cannot be reached is logged as an error."""
+        self.holds_requested += 1
+        if not self._hold.service_is_ready():
+            self.node.get_logger().error(
+                'cannot hold the robot: no harness/hold service (is the harness running?)'
+            )
+            return
+        self._hold.call_async(Trigger.Request()).add_done_callback(self._on_hold_reply)
+
+    def _on_hold_reply(self, fut) -> None:
+        reply = fut.result()
+        if reply is None or not reply.success:
+            why = 'no reply' if reply is None else reply.message
+            self.node.get_logger().error(f'the gate did not hold the robot: {why}')
 
     # goals ------------------------------------------------------------------------------
     def _reject_input(self, what: str, exc: Exception) -> None:

@@ -1,4 +1,5 @@
-"""ExecuteTask through real rclpy: plan, feedback per subtask, conditioning, cancel holds."""
+"""ExecuteTask through real rclpy: plan, feedback per subtask, conditioning, cancel holds
+(the task manager asks the gate, another node, for the hold)."""
 
 import os
 import random
@@ -18,6 +19,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from harness_node.node import HarnessNode
 from harness_node.task_manager import PLANNING_THREAD
+from harness_node.task_node import TaskManagerNode
 from wam_core.common.robot import TABLETOP_ARM
 from wam_interfaces.action import ExecuteTask
 from wam_interfaces.msg import ActiveSubtask
@@ -34,7 +36,7 @@ def _dead_port():
 def rig(request):
     os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
     rclpy.init()
-    node = HarnessNode(
+    node = TaskManagerNode(
         parameter_overrides=[
             Parameter('task.subtask_duration_s', value=request.param),
             # a server that refuses connections: every plan must come from the rule fallback
@@ -42,9 +44,10 @@ def rig(request):
             Parameter('planner.timeout_s', value=0.2),
         ]
     )
+    gate = HarnessNode()
     probe = rclpy.create_node('probe')
     r = type('Rig', (), {})()
-    r.node, r.probe = node, probe
+    r.node, r.gate, r.probe = node, gate, probe
     r.subtasks, r.out, r.feedback = [], [], []
     probe.create_subscription(
         ActiveSubtask,
@@ -59,11 +62,12 @@ def rig(request):
     r.instr = probe.create_publisher(String, '/instruction', 10)
     r.client = ActionClient(probe, ExecuteTask, '/harness/execute_task')
     r.ex = make_executor()
-    r.ex.add_node(node)
-    r.ex.add_node(probe)
+    for n in (node, gate, probe):
+        r.ex.add_node(n)
     yield r
     r.ex.shutdown()
     node.destroy_node()
+    gate.destroy_node()
     probe.destroy_node()
     rclpy.try_shutdown()
 
@@ -144,11 +148,10 @@ def test_cancel_stops_execution_and_holds(rig):
     res_fut = handle.get_result_async()
     assert spin_until(r, res_fut.done, 5)
     assert res_fut.result().status == GoalStatus.STATUS_CANCELED
-    assert (
-        r.out
-        and len(r.out[-1].points) == 1
-        and r.out[-1].points[0].positions[0] == pytest.approx(0.2)
-    )
+    # the hold is asked of the gate through harness/hold: wait for it to arrive
+    assert spin_until(r, lambda: r.out, 5)
+    assert len(r.out[-1].points) == 1 and r.out[-1].points[0].positions[0] == pytest.approx(0.2)
+    assert r.node.tasks.holds_requested == 1
 
 
 @pytest.mark.parametrize('rig', [0.5], indirect=True)

@@ -3,6 +3,8 @@
 import math
 import os
 import random
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -230,3 +232,41 @@ def test_a_chunk_whose_end_passes_while_the_gate_works_on_it_is_not_forwarded(ri
     chunk(r, [Q, Q])
     spin(r, 0.2)
     assert len(forwarded(r)) == 1
+
+
+def test_the_hold_service_brakes_to_a_hold_once_there_is_something_to_hold(rig):
+    """How the task manager, another process, holds the robot on a canceled task."""
+    r = rig
+    hold = r.probe.create_client(Trigger, '/harness/hold')
+    spin(r, 0.3)
+
+    def call():
+        fut = hold.call_async(Trigger.Request())
+        end = time.monotonic() + 5
+        while not fut.done() and time.monotonic() < end:
+            spin_slice(r.ex, 0.02)
+        return fut.result()
+
+    reply = call()
+    assert not reply.success and 'no joint state' in reply.message and r.out == []
+    r.js.publish(JointState(name=NAMES, position=Q))
+    spin(r, 0.2)
+    assert call().success
+    spin(r, 0.1)
+    assert len(r.out) == 1 and len(r.out[0].points) == 1
+    assert r.out[0].points[0].positions == pytest.approx(Q)
+
+
+def test_the_gate_process_loads_no_planner_code():
+    """The gate's node imports neither the planning package, torch nor an HTTP client:
+    a crash or a GIL hold in them cannot happen in its process (issue 24, item 1)."""
+    code = (
+        'import sys, harness_node.node\n'
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('torch', 'transformers', 'httpx', 'sentence_transformers') "
+        "or m.startswith('wam_core.planning') or m == 'harness_node.task_manager')\n"
+        'print(bad)\n'
+        'sys.exit(1 if bad else 0)\n'
+    )
+    res = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr

@@ -10,7 +10,8 @@ expert runs in the root namespace with ``robots:=[robot1, ...]`` and publishes e
 robot's descriptor under that robot's namespace, from one shared-memory ring per robot.
 
 multi (default): the world expert in its own process, and per robot an action-expert
-  process and a harness process: one robot's crash leaves the others running.
+  process, a harness process (the gate) and a task-manager process (the planner): one
+  robot's crash leaves the others running, and a planner's leaves its gate running.
 single: every node on one executor, in-process caches (a quick look).
 This process runs the robots (the MuJoCo tabletop with its agent, or the synthetic
 source, each with its own seed) and one monitor per robot, and ends with a per-robot
@@ -58,6 +59,7 @@ CHILDREN = {
     'world': 'world_expert_node.node',
     'action': 'action_expert_node.node',
     'harness': 'harness_node.node',
+    'task': 'harness_node.task_node',
 }
 
 
@@ -112,6 +114,7 @@ class Fleet(BringUp):
         self.world = None
         self.actions: dict[str, object] = {}
         self.harnesses: dict[str, object] = {}
+        self.task_managers: dict[str, object] = {}
         self.robots: dict[str, object] = {}
         self.monitors: dict[str, Monitor] = {}
         self.agents: dict[str, object] = {}
@@ -179,6 +182,7 @@ class Fleet(BringUp):
     def _start_single(self) -> None:
         from action_expert_node.node import ActionExpertNode
         from harness_node.node import HarnessNode
+        from harness_node.task_node import TaskManagerNode
         from world_expert_node.node import WorldExpertNode
 
         cfg = load_params(self.param_files, 'world_expert', WorldExpertParams)
@@ -194,8 +198,9 @@ class Fleet(BringUp):
         for r in self.names:
             self.actions[r] = ActionExpertNode(namespace=f'/{r}', cache=caches[r])
             self.harnesses[r] = HarnessNode(namespace=f'/{r}')
-            self.executor.add_node(self.actions[r])
-            self.executor.add_node(self.harnesses[r])
+            self.task_managers[r] = TaskManagerNode(namespace=f'/{r}')
+            for n in (self.actions[r], self.harnesses[r], self.task_managers[r]):
+                self.executor.add_node(n)
             bring_up(self.actions[r])
 
     def _start_multi(self) -> None:
@@ -204,9 +209,10 @@ class Fleet(BringUp):
         for r in self.names:
             self.start_child('action', r)
             self.start_child('harness', r)
+            self.start_child('task', r)
 
     def start_child(self, role: str, robot: str = '') -> subprocess.Popen:
-        """(Re)start one node process: 'world', or a robot's 'action' or 'harness'."""
+        """(Re)start one node process: 'world', or a robot's 'action', 'harness' or 'task'."""
         args = list(self._ros_args)
         if role == 'world':
             args += ['-p', f'world_expert:robots:=[{",".join(self.names)}]']

@@ -2,9 +2,11 @@
 
     stack [--mode single|multi] [--robot sim|synthetic] [--duration S] [--config FILE] [--json OUT]
 
-single: every node on one executor, in-process representation cache.
-multi:  world and action experts as their own processes sharing the POSIX
-        shared-memory cache; this process runs the robot source and the monitor.
+single: every node on one executor, in-process representation cache (a quick look: the
+        gate shares the process with everything else).
+multi:  world expert, action expert, harness (the gate) and task manager as their own
+        processes, the experts sharing the POSIX shared-memory cache; this process runs
+        the robot source and the monitor.
 Prints one live status line and a summary table; --json writes the figures. Every
 figure comes from the nodes' typed statuses, the same values rqt shows.
 """
@@ -178,6 +180,7 @@ class Stack(BringUp):
         ros_args += override('synthetic_robot', 'static_scene', static_scene)
         ros_args += list(extra_args or [])
         self.world = self.action = self.robot = self.agent = None
+        self.harness = self.task_manager = None  # single mode's in-process nodes
         super().__init__(ros_args)
         self.started(lambda: self._start(mode, robot, agent))
 
@@ -211,6 +214,7 @@ class Stack(BringUp):
     def _start_single(self) -> None:
         from action_expert_node.node import ActionExpertNode
         from harness_node.node import HarnessNode
+        from harness_node.task_node import TaskManagerNode
         from world_expert_node.node import WorldExpertNode
 
         cfg = (
@@ -223,15 +227,19 @@ class Stack(BringUp):
         self.world = WorldExpertNode(cache=cache)
         self.action = ActionExpertNode(cache=cache)
         self.harness = HarnessNode()
-        for n in (self.world, self.action, self.harness):
+        self.task_manager = TaskManagerNode()
+        for n in (self.world, self.action, self.harness, self.task_manager):
             self.executor.add_node(n)
         for n in (self.world, self.action):
             bring_up(n)
 
+    # the gate ('harness') and the planner ('task') in separate processes: nothing the
+    # planner does (an LLM call, MiniLM, a native crash) can stall or end the gate
     CHILDREN = {
         'world': 'world_expert_node.node',
         'action': 'action_expert_node.node',
         'harness': 'harness_node.node',
+        'task': 'harness_node.task_node',
     }
 
     def _start_multi(self) -> None:
@@ -528,7 +536,7 @@ def main(argv=None) -> int:
     extra = override('robot_agent', 'instruction', args.instruction)
     llm_server = None
     if args.planner == 'rules':
-        extra += override('harness', 'planner.use_llm', False)
+        extra += override('task_manager', 'planner.use_llm', False)
     elif args.planner == 'llm':
         from wam_core.planning.llm_server import MODEL_ALIAS, LlamaServer, LLMServerError
 
@@ -538,11 +546,11 @@ def main(argv=None) -> int:
         except LLMServerError as exc:
             ap.exit(2, f'error: {exc}\n')
         print(f'LLM server ready at {llm_server.url}', flush=True)
-        extra += override('harness', 'planner.use_llm', True)
-        extra += override('harness', 'planner.llm_url', llm_server.url)
-        extra += override('harness', 'planner.llm_model', MODEL_ALIAS)
-        extra += override('harness', 'planner.schema_mode', 'json_object')
-        extra += override('harness', 'planner.timeout_s', 60.0)  # a 270M model on 2 cores
+        extra += override('task_manager', 'planner.use_llm', True)
+        extra += override('task_manager', 'planner.llm_url', llm_server.url)
+        extra += override('task_manager', 'planner.llm_model', MODEL_ALIAS)
+        extra += override('task_manager', 'planner.schema_mode', 'json_object')
+        extra += override('task_manager', 'planner.timeout_s', 60.0)  # 270M on 2 cores
     extra += ros
     overlays = prepare_model(args.model)
     stack = Stack(

@@ -289,8 +289,8 @@ def test_fuzz_instructions_and_execute_task_goals(stack):
     pub = _publisher(stack, String, '/instruction')
     client = ActionClient(stack.monitor, ExecuteTask, '/harness/execute_task')
     assert client.wait_for_server(timeout_sec=10.0)
-    h = stack.harness
-    r0 = h.tasks.rejected_inputs.get('instruction', 0)
+    h, tasks = stack.harness, stack.task_manager.tasks
+    r0 = tasks.rejected_inputs.get('instruction', 0)
     clamp = h.gate.clamp
     limits0 = (clamp.lower.copy(), clamp.upper.copy(), clamp.vmax.copy(), clamp.amax.copy())
     safety0 = repr(h.gate.monitor.cfg)
@@ -327,7 +327,7 @@ def test_fuzz_instructions_and_execute_task_goals(stack):
     assert sent[0] >= N and all(f.done() for f in futures)
     handles = [f.result() for f in futures]
     assert any(not g.accepted for g in handles)  # oversized/empty/busy goals are refused
-    assert h.tasks.rejected_inputs.get('instruction', 0) - r0 > 0
+    assert tasks.rejected_inputs.get('instruction', 0) - r0 > 0
     for g in handles:
         if g.accepted:
             g.cancel_goal_async()
@@ -352,6 +352,7 @@ def test_fuzz_diagnostics_never_lets_an_unsafe_action_through(stack):
                 'action_expert: action expert',
                 'world_expert: world expert',
                 'harness: safety gate',
+                'task_manager: task manager',
                 '',
             ]
         ),

@@ -29,7 +29,7 @@ def _value(family, suffix: str = '', **labels) -> float:
 
 def test_each_node_serves_its_metrics_and_the_task_carries_its_goal_id():
     os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
-    ports = {n: free_port() for n in ('world_expert', 'action_expert', 'harness')}
+    ports = {n: free_port() for n in ('world_expert', 'action_expert', 'harness', 'task_manager')}
     args = [a for n, p in ports.items() for a in override(n, 'metrics_port', p)]
     stack = Stack('single', CONFIG, robot='sim', agent=True, extra_args=args)
     try:
@@ -59,12 +59,15 @@ def test_each_node_serves_its_metrics_and_the_task_carries_its_goal_id():
         world = _scrape(ports['world_expert'])
         assert _value(world['wam_encode_seconds'], '_count') > 10
         assert _value(world['wam_world_expert_calls_per_distinct_frame']) == 1.0
-        harness = _scrape(ports['harness'])
-        assert _value(harness['wam_plan_seconds'], '_count') >= 1
-        goal = stack.monitor.task.goal_id
-        assert len(goal) == 32 and _value(harness['wam_task_info'], goal_id=goal) == 1.0
+        harness = _scrape(ports['harness'])  # the gate: nothing of the planner's
         assert 'wam_safety_gate_safety_stops' in harness
-        assert _value(harness['wam_task_manager_plans'], reason='rules') >= 1
+        assert _value(harness['wam_clamp_seconds'], '_count') > 10
+        assert 'wam_plan_seconds' not in harness and 'wam_task_info' not in harness
+        tasks = _scrape(ports['task_manager'])
+        assert _value(tasks['wam_plan_seconds'], '_count') >= 1
+        goal = stack.monitor.task.goal_id
+        assert len(goal) == 32 and _value(tasks['wam_task_info'], goal_id=goal) == 1.0
+        assert _value(tasks['wam_task_manager_plans'], reason='rules') >= 1
     finally:
         stack.shutdown()
     # stopped with the node: the port is free again

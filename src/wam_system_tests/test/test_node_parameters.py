@@ -12,6 +12,7 @@ from rclpy.parameter import Parameter
 
 from action_expert_node.node import ActionExpertNode
 from harness_node.node import HarnessNode
+from harness_node.task_node import TaskManagerNode
 from robot_agent.agent_node import AgentNode
 from robot_agent.sim_robot import SimRobot
 from robot_agent.synthetic_robot import SyntheticRobot
@@ -23,6 +24,7 @@ NODES = {
     'world_expert': WorldExpertNode,
     'action_expert': ActionExpertNode,
     'harness': HarnessNode,
+    'task_manager': TaskManagerNode,
     'sim_robot': SimRobot,
     'synthetic_robot': SyntheticRobot,
     'robot_agent': AgentNode,
@@ -107,4 +109,4 @@ def test_a_parameter_no_node_has_fails_configure_naming_it(ros):
     finally:
         node.destroy_node()
     with pytest.raises(ConfigError, match='parameter planner.llm_urll'):
-        HarnessNode(parameter_overrides=[Parameter('planner.llm_urll', value='http://x')])
+        TaskManagerNode(parameter_overrides=[Parameter('planner.llm_urll', value='http://x')])

@@ -128,12 +128,12 @@ def test_stack_on_the_simulator_and_an_injected_stop_freezes_the_arm():
         robot='sim',
         seed=3,
         agent=True,
-        extra_args=override('harness', 'task.subtask_duration_s', 0.5),
+        extra_args=override('task_manager', 'task.subtask_duration_s', 0.5),
     )
     try:
         stack.wait_ready(60)
         # the stack's and the caller's overrides reach the nodes over config/wam.yaml
-        assert stack.harness.cfg.task.subtask_duration_s == 0.5 and stack.robot.cfg.seed == 3
+        assert stack.task_manager.cfg.task.subtask_duration_s == 0.5 and stack.robot.cfg.seed == 3
         stack.spin_for(3.0)  # the harness clears its start-up stop
         assert (
             stack.robot.frames > 60

@@ -830,8 +830,8 @@ def _run_lone(
     previous_shift = os.environ.get(SHIFT_ENV)
     os.environ[SHIFT_ENV] = shift_path
     llm = FakeLLMServer()
-    extra = override('harness', 'planner.llm_url', llm.url)
-    extra += override('harness', 'planner.breaker_cooldown_s', LLM_BREAKER_COOLDOWN_S)
+    extra = override('task_manager', 'planner.llm_url', llm.url)
+    extra += override('task_manager', 'planner.breaker_cooldown_s', LLM_BREAKER_COOLDOWN_S)
     extra += ['-p', f'repr_cache.shm_name:={shm_name}'] if shm_name else []
     stack = Stack('multi', config, robot='sim', seed=seed, extra_args=extra)
     stack.llm_server = llm

@@ -559,7 +559,8 @@ class EmbeddingConfig:
 
 @dataclass
 class HarnessParams:
-    """harness: the clamping gate and safety stop, and the task manager."""
+    """harness: the clamping gate and the safety stop, the only road to the robot (no
+    planner code in its process: the task manager is its own node)."""
 
     robot: RobotConfig = section(RobotConfig)
     control: ControlConfig = section(ControlConfig)
@@ -567,9 +568,6 @@ class HarnessParams:
         JointLimit, TABLETOP_ARM.limits, 'limits the clamping gate enforces on every chunk'
     )
     safety: SafetyConfig = section(SafetyConfig)
-    planner: PlannerConfig = section(PlannerConfig)
-    task: TaskConfig = section(TaskConfig)
-    embedding: EmbeddingConfig = section(EmbeddingConfig)
     metrics_port: int = param(
         0,
         'serve Prometheus metrics (latency histograms, the typed status) on this TCP port; 0: off',
@@ -581,6 +579,22 @@ class HarnessParams:
         for name, limit in self.joint_limits.items():
             limit.check(name)
         self.robot.check_limits(self.joint_limits)
+
+
+@dataclass
+class TaskManagerParams:
+    """task_manager: ExecuteTask goals and /instruction -> a plan -> one conditioning
+    subtask at a time (its own process: the LLM client and MiniLM stay away from the gate)."""
+
+    planner: PlannerConfig = section(PlannerConfig)
+    task: TaskConfig = section(TaskConfig)
+    embedding: EmbeddingConfig = section(EmbeddingConfig)
+    metrics_port: int = param(
+        0,
+        'serve Prometheus metrics (latency histograms, the typed status) on this TCP port; 0: off',
+        min=0,
+        max=65535,
+    )
 
 
 # ----------------------------------------------------------------------- robot side
@@ -657,6 +671,7 @@ NODE_SCHEMAS: dict[str, type] = {
     'world_expert': WorldExpertParams,
     'action_expert': ActionExpertParams,
     'harness': HarnessParams,
+    'task_manager': TaskManagerParams,
     'sim_robot': SimRobotParams,
     'synthetic_robot': SyntheticRobotParams,
     'robot_agent': AgentParams,
