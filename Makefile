@@ -4,7 +4,7 @@ ENV := source scripts/env.sh
 DEMO_ARGS ?=
 # MODEL=pi0: serve the tiny π0 (config/pi0.yaml; models/pi0_tiny, written on first use)
 MODEL_ARG = $(if $(MODEL),--model $(MODEL))
-.PHONY: setup demo demo-multi demo-fleet test test-llm bench data train dagger eval faults soak clean
+.PHONY: setup demo demo-multi demo-fleet test test-llm bench data train dagger eval faults releases soak clean
 
 setup:
 	@bash scripts/setup.sh
@@ -43,6 +43,9 @@ eval: setup                       ## success over 50 held-out episodes: ROS 2 st
 
 faults: setup                     ## inject every fault: the multi-process stack on the sim, then a 2-robot fleet on the Mooncake Store (~4 min per round; REPEAT=20 rounds)
 	@$(ENV) && python -m wam_system_tests.faults --repeat $(or $(REPEAT),1) $(FAULT_ARGS); rc=$$?; python bench/render_report.py; exit $$rc
+
+releases: setup                   ## the model-release drill on a 2-robot fleet: switches, rollbacks, bad canaries (REPEAT=10 rounds, ~35 s each)
+	@$(ENV) && python -m wam_system_tests.releases_drill --repeat $(or $(REPEAT),10) $(RELEASE_ARGS); rc=$$?; python bench/render_report.py; exit $$rc
 
 soak: setup                       ## the full stack on the sim for SOAK_MINUTES (default 30): growth and drift
 	@$(ENV) && python -m wam_system_tests.soak --minutes $(or $(SOAK_MINUTES),30); rc=$$?; python bench/render_report.py; exit $$rc

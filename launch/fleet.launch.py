@@ -2,7 +2,7 @@
 
     ros2 launch launch/fleet.launch.py [robots:=2] [robot:=sim|synthetic|none]
         [cache:=shm|mooncake] [world_host:=127.0.0.2] [robot_host:=127.0.0.3]
-        [config:=config/wam.yaml]
+        [config:=config/wam.yaml] [release:=NAME]
 
 One world expert in the root namespace serves robot1..robotN; each robot gets, under
 /robot<k>/, an action expert, a harness (clamping gate, safety stop), a task manager and,
@@ -43,6 +43,11 @@ def _fleet(context):
     robot_host = LaunchConfiguration('robot_host').perform(context)
     config = LaunchConfiguration('config').perform(context)
     layers = [config, os.path.join(ROOT, 'config', 'fleet.yaml')]
+    release = LaunchConfiguration('release').perform(context)
+    if release:  # a registered release's pair instead of the config's model_dir
+        from robot_agent.releases import overlay_for_config
+
+        layers.append(overlay_for_config(release, config))
     require_consistent(layers)  # the rules across nodes, before anything starts
     names = [f'robot{k + 1}' for k in range(n)]
     # launch drives the lifecycle transitions, so the nodes must not self-activate
@@ -142,6 +147,12 @@ def generate_launch_description():
                 'config',
                 default_value=os.path.join(ROOT, 'config', 'wam.yaml'),
                 description='stack parameter file (config/fleet.yaml is layered over it)',
+            ),
+            launch.actions.DeclareLaunchArgument(
+                'release',
+                default_value='',
+                description='a registered model release to serve (python -m '
+                "robot_agent.releases list); empty: the config's model_dir pair",
             ),
             launch.actions.SetEnvironmentVariable('OMP_NUM_THREADS', '1'),
             launch.actions.SetEnvironmentVariable('WAM_ROOT', ROOT),

@@ -1,6 +1,7 @@
 """ros2 launch for the whole stack on a full ROS 2 install (launch_ros is not on PyPI).
 
     ros2 launch launch/hot_path.launch.py [robot:=sim|synthetic|none] [config:=config/wam.yaml]
+        [release:=NAME]
 
 Each expert runs in its own process and shares representations through the POSIX
 shared-memory cache; the harness (the clamping gate and safety stop) and the task
@@ -30,10 +31,24 @@ def _check_config(context):
     return []
 
 
-def generate_launch_description():
-    config = launch.substitutions.LaunchConfiguration('config')
+def _experts(context):
+    """The two experts, on the config's model pair or a registered release's."""
+    config = launch.substitutions.LaunchConfiguration('config').perform(context)
+    layers = [config]
+    release = launch.substitutions.LaunchConfiguration('release').perform(context)
+    if release:
+        from robot_agent.releases import overlay_for_config
+
+        layers.append(overlay_for_config(release, config))
     # launch drives the lifecycle transitions, so the nodes must not self-activate
     shm = {'repr_cache.backend': 'shm', 'autostart': False}
+    actions = managed_node('world_expert_node', 'world_expert', 'world_expert', [*layers, shm])
+    actions += managed_node('action_expert_node', 'action_expert', 'action_expert', [*layers, shm])
+    return actions
+
+
+def generate_launch_description():
+    config = launch.substitutions.LaunchConfiguration('config')
     actions = [
         launch.actions.DeclareLaunchArgument(
             'config',
@@ -47,6 +62,12 @@ def generate_launch_description():
             description='the MuJoCo tabletop (with the agent), the synthetic source, '
             "or 'none' for a real robot",
         ),
+        launch.actions.DeclareLaunchArgument(
+            'release',
+            default_value='',
+            description='a registered model release to serve (python -m robot_agent.releases '
+            "list); empty: the config's model_dir pair",
+        ),
         launch.actions.OpaqueFunction(function=_check_config),
         launch.actions.SetEnvironmentVariable('OMP_NUM_THREADS', '1'),
         # relative model paths in the config resolve against the repository root
@@ -54,8 +75,7 @@ def generate_launch_description():
             'WAM_ROOT', os.path.normpath(os.path.join(HERE, '..'))
         ),
     ]
-    actions += managed_node('world_expert_node', 'world_expert', 'world_expert', [config, shm])
-    actions += managed_node('action_expert_node', 'action_expert', 'action_expert', [config, shm])
+    actions.append(launch.actions.OpaqueFunction(function=_experts))
     # the gate and the planner in separate processes: nothing the task manager does (an
     # LLM call, MiniLM, a native crash) can stall or end the only road to the robot
     for executable in ('harness', 'task_manager'):

@@ -45,6 +45,16 @@ from wam_core.control.limits import ChunkRejected
 from wam_core.control.trajectory import Trajectory
 from wam_core.models.manifest import ManifestError
 from wam_core.models.registry import enable_cuda_graphs, load_action_expert
+from wam_core.releases.loading import (
+    FAILED,
+    LOADED,
+    LOADING,
+    BackgroundLoad,
+    paced,
+    rss_mb,
+    start_load,
+)
+from wam_core.releases.registry import verify_release_dir
 from wam_core.serving.action_ticker import ActionTicker, Descriptor
 from wam_core.serving.chunk_stream import ChunkStream
 from wam_core.serving.deadline_timer import DeadlineTimer
@@ -52,6 +62,7 @@ from wam_core.serving.interpreter import freeze_heap, shorten_gil_switch_interva
 from wam_core.serving.latency import LatencyWindow, RateMeter, StageTimer
 from wam_core.serving.off_tick_decoder import OffTickDecoder
 from wam_interfaces.msg import ActionExpertStatus, ActiveSubtask, RepresentationDescriptor
+from wam_interfaces.srv import SwitchRelease
 from wam_util import convert, qos
 from wam_util.diagnostics import NodeDiagnostics
 from wam_util.executors import run_node
@@ -102,6 +113,9 @@ class ActionExpertNode(LifecycleNode):
         self._joint_rate = RateMeter()
         self._repr_rate = RateMeter()
         self.ready = False
+        # model releases loaded beside the served one (``switch_release``), by name
+        self._loads: dict[str, BackgroundLoad] = {}
+        self._switch_srv = None
         self.diagnostics = NodeDiagnostics(self)
         self.status = TypedStatus(
             self, self.diagnostics, 'action expert', ActionExpertStatus, '~/status', self._status
@@ -144,6 +158,7 @@ class ActionExpertNode(LifecycleNode):
             cfg.timeout_ms,
             cfg.control.period_s,  # a model trained at another period is resampled onto it
         )
+        self.ticker.tag = cfg.release or manifest.version
         if self._remote:
             self.cache.thread_errors = self.thread_errors  # the fetch thread's
             self.cache.on_fetch_ms = self.fetch.add
@@ -181,6 +196,9 @@ class ActionExpertNode(LifecycleNode):
             ),
         ]
         self.subtask_text = '(none: default conditioning)'
+        self._switch_srv = self.create_service(
+            SwitchRelease, 'action_expert/switch_release', self._on_switch_release
+        )
         self.metrics = NodeMetrics(self, cfg.metrics_port)
         for stage, window in (
             ('tick', self.timer_stats.stages['tick']),
@@ -318,6 +336,10 @@ class ActionExpertNode(LifecycleNode):
         for sub in self._subs:
             self.destroy_subscription(sub)
         self._subs = []
+        if self._switch_srv is not None:
+            self.destroy_service(self._switch_srv)
+        self._switch_srv = None
+        self._loads = {}
         if self._pub is not None:
             self.destroy_lifecycle_publisher(self._pub)
         self._pub = None
@@ -325,6 +347,136 @@ class ActionExpertNode(LifecycleNode):
             self.cache.close()
         self.cache = None
         return True
+
+    # model releases -------------------------------------------------------------
+    def _on_switch_release(self, request, response):
+        """SwitchRelease phases (see the .srv): load beside the served model, arm it to take
+        over at its first representation, confirm, abort, status."""
+        try:
+            ok, message = self._switch_phase(request)
+        except Exception as exc:  # a bad request never takes the node down
+            ok, message = False, f'{type(exc).__name__}: {exc}'
+        return self._switch_response(request.release, response, ok, message)
+
+    def _switch_phase(self, req) -> tuple[bool, str]:
+        t = self.ticker
+        if t is None:
+            return False, 'not configured'
+        name, phase = req.release, req.phase
+        if phase == 'status':
+            return True, 'status'
+        if not name:
+            return False, 'no release named'
+        if phase == 'load':
+            if name == t.tag or (t.previous is not None and t.previous.tag == name):
+                return True, f'{name} is already loaded'
+            return start_load(self._loads, req, self._load_release, self.get_logger().info)
+        if phase == 'arm':
+            if name == t.tag:
+                t.disarm()
+                return True, f'{name} is serving'
+            if t.previous is not None and t.previous.tag == name:  # a rollback: no load
+                t.arm(t.previous.model, t.previous.version, name)
+            else:
+                load = self._loads.get(name)
+                if load is None or load.state != LOADED:
+                    state = load.state if load else 'not loaded'
+                    return False, f'{name} is {state}: load it first'
+                t.arm(load.result, load.result.spec.world_version, name)
+            self.get_logger().info(
+                f'release {name} armed: it serves from its first representation of world '
+                f'version {t.armed.version}'
+            )
+            # at once, before the world expert switches: the gate must hear that this
+            # expert also decodes for the new version before it sees that version
+            self.diagnostics.publish()
+            return True, f'{name} armed'
+        if phase == 'confirm':
+            if name != t.tag:
+                return False, f'{name} is not serving ({t.tag} is)'
+            replaced = t.previous.tag if t.previous is not None else ''
+            t.confirm()
+            # what was loaded for this or an earlier switch is let go (the ticker holds the
+            # served model); a load still under way finishes for the manager to use
+            self._loads = {k: v for k, v in self._loads.items() if v.state == LOADING}
+            self.get_logger().info(
+                f'release {name} confirmed' + (f'; {replaced} unloaded' if replaced else '')
+            )
+            return True, f'{name} confirmed'
+        if phase == 'abort':
+            if name == t.tag:
+                return False, f'{name} is serving: switch to another release instead'
+            if t.armed is not None and t.armed.tag == name:
+                t.disarm()
+            self._loads.pop(name, None)
+            if t.previous is not None and t.previous.tag == name:
+                t.previous = None
+            return True, f'{name} unloaded'
+        return False, f'unknown phase {phase!r} (load, arm, confirm, abort, status)'
+
+    def _load_release(self, model_dir: str, digest: str):
+        """On the load thread: verify, load and warm up a release's action expert; it must
+        fit what this node serves (the robot, the representation, the decode mode)."""
+        if digest:
+            verify_release_dir(model_dir, digest)
+        cfg = self.cfg
+        model = load_action_expert(
+            model_dir, cfg.precision, device=cfg.device, robot=cfg.robot.description()
+        )
+        spec, served = model.spec, self.ticker.model.spec
+        if tuple(spec.joint_names) != tuple(cfg.robot.joint_names):
+            raise ValueError(
+                f'the model commands the joints {list(spec.joint_names)}, '
+                f'robot.joint_names are {list(cfg.robot.joint_names)}'
+            )
+        if tuple(spec.representation_shape) != tuple(served.representation_shape):
+            raise ValueError(
+                f'its representation is {list(spec.representation_shape)}, the served '
+                f'one {list(served.representation_shape)}: a restart, not a switch'
+            )
+        torch.set_num_threads(cfg.num_threads)
+        # paced: a pass, then as long again idle, so the served model keeps its CPU
+        warm = paced(
+            cfg.warmup_requests,
+            lambda: self.ticker.warmup(1, spec.representation_shape, model=model)[0],
+        )
+        steady = warm[3:] if len(warm) > 6 else warm
+        p99 = float(np.percentile(steady, 99)) if steady else 0.0
+        if self.decoder is None and p99 > cfg.timeout_ms:
+            raise ValueError(
+                f'its decode p99 {p99:.1f} ms exceeds the tick budget {cfg.timeout_ms:g} ms '
+                '(this node decodes on the tick): a restart, not a switch'
+            )
+        return model
+
+    def _switch_response(self, name: str, response, ok: bool, message: str):
+        t = self.ticker
+        response.success, response.message = ok, message
+        response.active_release = t.tag if t else ''
+        response.previous_release = t.previous.tag if t and t.previous else ''
+        load = self._loads.get(name)
+        if t is not None and name == t.tag:
+            response.state = 'serving'
+        elif t is not None and t.armed is not None and t.armed.tag == name:
+            response.state = 'armed'
+        elif load is not None:
+            response.state = load.state
+        elif t is not None and t.previous is not None and t.previous.tag == name:
+            response.state = 'loaded'
+        else:
+            response.state = 'idle'
+        if load is not None and load.state == FAILED:
+            response.message = f'{message}: {load.error}' if ok else message
+        response.switched_at = t.switched_at_ns * 1e-9 if t is not None and name == t.tag else 0.0
+        response.rss_mb = rss_mb()
+        response.load_peak_rss_mb = load.peak_rss_mb if load is not None else 0.0
+        counted = t.switch_degraded if t is not None else {}
+        response.switch_degraded_ticks = -1 if counted is None else sum(counted.values())
+        response.switch_baseline_degraded_ticks = t.switch_baseline if t is not None else 0
+        response.switch_degraded_reasons = ', '.join(
+            f'{k}: {v}' for k, v in (counted or {}).items()
+        )
+        return response
 
     # inputs -------------------------------------------------------------------
     def _reject(self, what: str, exc: Exception) -> None:
@@ -535,7 +687,7 @@ class ActionExpertNode(LifecycleNode):
         if not self.ready:
             level, message = WARN, 'not active'
         elif self.last_reason == 'version_mismatch':
-            level, message = ERROR, f'world model version differs from {self.world_version}'
+            level, message = ERROR, f'world model version differs from {t.version}'
         elif self._tick_clock is not None and self._tick_clock.errors:
             level, message = (
                 WARN,
@@ -586,7 +738,7 @@ class ActionExpertNode(LifecycleNode):
             level=level,
             message=message,
             active=self.ready,
-            world_version_accepted=self.world_version,
+            world_version_accepted=t.version,
             active_subtask=self.subtask_text,
             ticks=self.control_ticks,
             decode_mode=self.decode_mode,
@@ -618,6 +770,17 @@ class ActionExpertNode(LifecycleNode):
             clock_steps=self.wall_clock.steps if self.wall_clock else 0,
             last_clock_step_ms=self.wall_clock.last_step_s * 1e3 if self.wall_clock else 0.0,
             skipped_deadlines=self._tick_clock.skipped if self._tick_clock is not None else 0,
+            release=t.tag,
+            armed_release=t.armed.tag if t.armed is not None else '',
+            previous_release=t.previous.tag if t.previous is not None else '',
+            world_versions_loaded=sorted(
+                {t.version}
+                | ({t.armed.version} if t.armed is not None else set())
+                | ({t.previous.version} if t.previous is not None else set())
+            ),
+            release_switches=t.switches,
+            mixed_version_ticks=t.mixed_version_ticks,
+            rss_mb=rss_mb(),
         )
 
 

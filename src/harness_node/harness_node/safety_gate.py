@@ -32,6 +32,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from wam_core.common.clock import WallClock, wall_ns, wall_s
 from wam_core.common.config import HarnessParams
+from wam_core.common.robot import robot_of_namespace
 from wam_core.common.status import ERROR, OK, WARN
 from wam_core.control.command_tracker import CommandTracker
 from wam_core.control.joint_state import JointStateError, JointStateMapper
@@ -48,6 +49,9 @@ from wam_interfaces.msg import (
 from wam_util import convert, qos
 from wam_util.diagnostics import NodeDiagnostics
 from wam_util.status import TypedStatus
+
+# a revolute joint's command this close to a limit (share of its range) is "at the limit"
+AT_LIMIT_FRACTION = 0.02
 
 
 class SafetyGate:
@@ -75,6 +79,20 @@ class SafetyGate:
         self.joints = JointStateMapper(self.joint_names)
         self.current = None
         self.forwarded = 0
+        # the largest position jump at a chunk join: over the run, and since the last report
+        self.seam_jump_max = 0.0
+        self._seam_jump_window = 0.0
+        self.release = ''  # the release the action expert serves (its status)
+        # forwarded commands of revolute joints within AT_LIMIT_FRACTION of their range
+        # from a limit: what a policy that drives a joint to its stop shows (the action
+        # expert bounds chunks inside the limits, so the clamp stays idle); a gripper at
+        # the end of its travel is normal and not counted
+        revolute = np.array([j not in robot.prismatic for j in self.joint_names])
+        margin = AT_LIMIT_FRACTION * (self.clamp.upper - self.clamp.lower)
+        self._near_lower = np.where(revolute, self.clamp.lower + margin, -np.inf)
+        self._near_upper = np.where(revolute, self.clamp.upper - margin, np.inf)
+        self.commands_at_limit = 0
+        self.robot = robot_of_namespace(node.get_namespace())
         self.refused_while_stopped = 0
         self.rejected_inputs: dict[str, int] = {}
         self.clamp_ms = LatencyWindow()
@@ -165,12 +183,23 @@ class SafetyGate:
 
     def _on_world_status(self, msg: WorldExpertStatus) -> None:
         t0 = time.perf_counter()
-        self.monitor.on_versions(time.monotonic(), world=msg.model_version)
+        # a fleet's world expert encodes each robot with its own release (a canary): this
+        # robot's version, where the status lists the robots
+        version = next(
+            (r.model_version for r in msg.per_robot if r.robot == self.robot and r.model_version),
+            msg.model_version,
+        )
+        self.monitor.on_versions(time.monotonic(), world=version)
         self._sync_stop(t0)
 
     def _on_action_status(self, msg: ActionExpertStatus) -> None:
         t0 = time.perf_counter()
-        self.monitor.on_versions(time.monotonic(), accepted=msg.world_version_accepted)
+        self.release = msg.release
+        self.monitor.on_versions(
+            time.monotonic(),
+            accepted=msg.world_version_accepted,
+            also_accepted=tuple(msg.world_versions_loaded),
+        )
         self._sync_stop(t0)
 
     def _on_chunk(self, msg: JointTrajectory) -> None:
@@ -246,6 +275,15 @@ class SafetyGate:
                 f'rejected chunk: late ({late})', throttle_duration_sec=1.0
             )
             return
+        # the join: this chunk's first point against the command it replaces, at its start
+        jump = float(np.max(np.abs(res.positions[0] - base))) if len(res.positions) else 0.0
+        self.seam_jump_max = max(self.seam_jump_max, jump)
+        self.commands_at_limit += int(
+            np.count_nonzero(
+                (res.positions <= self._near_lower) | (res.positions >= self._near_upper)
+            )
+        )
+        self._seam_jump_window = max(self._seam_jump_window, jump)
         self.tracker.record(start_s, times, res.positions, velocities)
         self.clamp_ms.add((time.perf_counter() - t0) * 1e3)
         self._out.publish(out)
@@ -303,6 +341,10 @@ class SafetyGate:
         self.node.get_logger().info(f'hold requested: {response.message}')
         return response
 
+    def _take_seam_window(self) -> float:
+        jump, self._seam_jump_window = self._seam_jump_window, 0.0
+        return jump
+
     def _status(self) -> SafetyGateStatus:
         now = time.monotonic()
         stopped = self.monitor.stopped
@@ -338,6 +380,12 @@ class SafetyGate:
                 convert.latency_stats('stop', self.stop_latency_ms.summary()),
             ],
             changed_share=self.activity.overall_share(),
+            release=self.release,
+            forwarded_commands=self.activity.points * len(self.joint_names),
+            changed_commands=int(np.sum(self.activity.changed)),
+            seam_jump_window=self._take_seam_window(),
+            seam_jump_max=self.seam_jump_max,
+            commands_at_limit=self.commands_at_limit,
             gate_activity=[
                 GateJointActivity(
                     joint=j,

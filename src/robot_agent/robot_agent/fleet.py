@@ -446,11 +446,24 @@ def main(argv=None) -> int:
         help='default: the shipped pair; pi0: the tiny π0 (config/pi0.yaml, written on first '
         'use; random weights)',
     )
+    ap.add_argument(
+        '--release',
+        default=None,
+        help='serve a registered release (python -m robot_agent.releases list) instead of '
+        "the config's model_dir pair",
+    )
     ap.add_argument('--json', help='write the per-robot figures here')
     args = ap.parse_args(argv)
     if args.robots < 1:
         ap.error('--robots must be at least 1')
     overlays = prepare_model(args.model)
+    if args.release:
+        from .releases import overlay_for_config
+
+        try:
+            overlays.append(overlay_for_config(args.release, args.config or default_config()))
+        except (RuntimeError, OSError) as exc:  # RegistryError, ConfigError
+            ap.exit(2, f'error: {exc}\n')
     tty = sys.stdout.isatty()
 
     def show(fleet):

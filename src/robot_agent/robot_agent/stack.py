@@ -514,6 +514,12 @@ def main(argv=None) -> int:
         help='llm: start the local llama.cpp server (scripts/setup_llm.sh installs it) and '
         "plan with it, the rules as fallback; rules: no LLM; config: config/wam.yaml's",
     )
+    ap.add_argument(
+        '--release',
+        default=None,
+        help='serve a registered release (python -m robot_agent.releases list) instead of '
+        "the config's model_dir pair",
+    )
     ap.add_argument('--json', help='write the final figures here')
     ap.add_argument('--gif', help='write the camera view as an animated GIF (sim robot)')
     ap.add_argument('--histogram', help='write a tick-latency histogram PNG (single-process mode)')
@@ -553,6 +559,13 @@ def main(argv=None) -> int:
         extra += override('task_manager', 'planner.timeout_s', 60.0)  # 270M on 2 cores
     extra += ros
     overlays = prepare_model(args.model)
+    if args.release:
+        from .releases import overlay_for_config
+
+        try:
+            overlays.append(overlay_for_config(args.release, args.config or default_config()))
+        except (RuntimeError, OSError) as exc:  # RegistryError, ConfigError
+            ap.exit(2, f'error: {exc}\n')
     stack = Stack(
         args.mode,
         args.config,

@@ -7,7 +7,16 @@ import pathlib
 import wam_core
 
 ROOT = pathlib.Path(wam_core.__file__).parent
-SUBPACKAGES = {'agent', 'cache', 'common', 'control', 'models', 'planning', 'serving'}
+SUBPACKAGES = {
+    'agent',
+    'cache',
+    'common',
+    'control',
+    'models',
+    'planning',
+    'releases',
+    'serving',
+}
 # top-level modules wam_core may never import: ROS and its messages, the simulator and
 # its physics engine, the learning code, the glue and the nodes
 FORBIDDEN = {

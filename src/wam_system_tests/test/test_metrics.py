@@ -8,8 +8,9 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from robot_agent.stack import Stack, override
-from wam_core.common.paths import default_config
+from wam_core.common.paths import default_config, resolve_path
 from wam_core.common.process import free_port
+from wam_core.models.manifest import read_manifest
 
 CONFIG = default_config()
 
@@ -56,10 +57,15 @@ def test_each_node_serves_its_metrics_and_the_task_carries_its_goal_id():
         )  # the 50 Hz timer, in seconds
         assert 'wam_action_expert_degraded' in action  # by reason (a counter)
         assert _value(action['wam_action_expert_chunks']) > 50
+        # every figure of a status that names its release carries the robot and the release
+        # (a lone robot: robot ''; the release: the model's version, no release named)
+        release = read_manifest(resolve_path('models/action_expert')).version
+        assert _value(action['wam_action_expert_chunks'], robot='', release=release) > 50
         world = _scrape(ports['world_expert'])
         assert _value(world['wam_encode_seconds'], '_count') > 10
         assert _value(world['wam_world_expert_calls_per_distinct_frame']) == 1.0
         harness = _scrape(ports['harness'])  # the gate: nothing of the planner's
+        assert _value(harness['wam_safety_gate_forwarded_commands'], release=release) > 0
         assert 'wam_safety_gate_safety_stops' in harness
         assert _value(harness['wam_clamp_seconds'], '_count') > 10
         assert 'wam_plan_seconds' not in harness and 'wam_task_info' not in harness

@@ -98,7 +98,7 @@ class Recorder:
     def __init__(
         self,
         stack,
-        accepted_version: str,
+        accepted_version,
         max_age_s: float,
         limits: ClampGate,
         period_s: float = 0.02,
@@ -109,6 +109,11 @@ class Recorder:
         lone robot of ``stack``."""
         self.limits = limits  # the configured joint limits, the yardstick
         self.accepted_version, self.max_age_ns = accepted_version, int(max_age_s * 1e9)
+        # several, for a drill that switches releases: a representation of any of them is
+        # fresh (which model decoded it is the action expert's mixed-version count)
+        self.accepted_versions = (
+            {accepted_version} if isinstance(accepted_version, str) else set(accepted_version)
+        )
         # a chunk's stamp is when it applies, one period after its tick (at least)
         self.period_ns = int(period_s * 1e9)
         self.rules = ControllerRules(list(limits.joint_names))
@@ -168,7 +173,7 @@ class Recorder:
     def _on_descriptor(self, msg) -> None:
         self.descriptors.append((time.monotonic(), msg.model_version))
         self.observations.append(self._monotonic(msg.header.stamp))
-        if msg.model_version == self.accepted_version:
+        if msg.model_version in self.accepted_versions:
             bisect.insort(self.fresh_obs_ns, convert.stamp_to_ns(msg.header.stamp))
 
     def watch_cache(self, segment: str, every_s: float = 0.2) -> None:

@@ -11,7 +11,9 @@ A node whose ``metrics_port`` parameter is above 0 serves ``/metrics`` on that p
   ReasonCount[] field becomes ``wam_<status>_<field>_total{reason=...}`` (degraded ticks
   by reason, refusals, fallbacks, stops), each number a gauge
   ``wam_<status>_<field>`` (cache hits, calls per frame, safety stops, ...), and the
-  task's ExecuteTask goal id an info-style gauge ``wam_task_info{goal_id=...} 1``.
+  task's ExecuteTask goal id an info-style gauge ``wam_task_info{goal_id=...} 1``. A
+  status that names the model release it serves (the experts', the gate's) labels each of
+  its figures with ``robot`` and ``release`` too: a canary's robots against the others.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ class NodeMetrics:
         self.port = port
         self.enabled = port > 0
         self.node_label = node.get_fully_qualified_name()
+        ns = node.get_namespace().strip('/')
+        self.robot_label = ns.split('/')[0] if ns else ''
         self.logger = node.get_logger()
         self._server = None
         self._feeds: list[tuple[object, object]] = []  # (window, observer) to detach
@@ -106,15 +110,27 @@ class _StatusCollector:
             msg = typed.last
             if msg is None:
                 continue
+            # a status that names the model release it serves labels every figure with the
+            # robot and the release: a dashboard compares releases across a fleet (a canary)
+            names, values = ['node'], [node]
+            if hasattr(msg, 'release'):
+                names, values = (
+                    ['node', 'robot', 'release'],
+                    [
+                        node,
+                        self.metrics.robot_label,
+                        msg.release,
+                    ],
+                )
             for field, kind in msg.get_fields_and_field_types().items():
                 value = getattr(msg, field)
                 metric = f'wam_{prefix}_{field}'
                 if kind.endswith('/ReasonCount>'):
                     fam = CounterMetricFamily(
-                        metric, f'{prefix} {field} by reason', labels=['node', 'reason']
+                        metric, f'{prefix} {field} by reason', labels=[*names, 'reason']
                     )
                     for rc in value:
-                        fam.add_metric([node, rc.reason], rc.count)
+                        fam.add_metric([*values, rc.reason], rc.count)
                     yield fam
                 elif field == 'goal_id':
                     fam = GaugeMetricFamily(
@@ -123,11 +139,11 @@ class _StatusCollector:
                     fam.add_metric([node, value], 1.0)
                     yield fam
                 elif kind.startswith(_NUMERIC) and field != 'level':
-                    fam = GaugeMetricFamily(metric, f'{prefix} {field}', labels=['node'])
-                    fam.add_metric([node], float(value))
+                    fam = GaugeMetricFamily(metric, f'{prefix} {field}', labels=names)
+                    fam.add_metric(values, float(value))
                     yield fam
             fam = GaugeMetricFamily(
-                f'wam_{prefix}_level', 'diagnostic level 0 OK .. 3 STALE', labels=['node']
+                f'wam_{prefix}_level', 'diagnostic level 0 OK .. 3 STALE', labels=names
             )
-            fam.add_metric([node], float(msg.level))
+            fam.add_metric(values, float(msg.level))
             yield fam

@@ -34,6 +34,15 @@ from wam_core.control.joint_state import JointStateError, JointStateMapper
 from wam_core.models.manifest import ManifestError
 from wam_core.models.precision import resolve_precision
 from wam_core.models.registry import enable_cuda_graphs, load_world_expert
+from wam_core.releases.loading import (
+    FAILED,
+    LOADED,
+    BackgroundLoad,
+    paced,
+    rss_mb,
+    start_load,
+)
+from wam_core.releases.registry import verify_release_dir
 from wam_core.serving.batch_window import BatchWindow
 from wam_core.serving.fleet_encoder import FleetEncoder, Frame
 from wam_core.serving.frame_encoder import FrameEncoder
@@ -47,6 +56,7 @@ from wam_interfaces.msg import (
     RobotEncoding,
     WorldExpertStatus,
 )
+from wam_interfaces.srv import SwitchRelease
 from wam_util import convert, qos
 from wam_util.diagnostics import NodeDiagnostics
 from wam_util.executors import run_node
@@ -88,6 +98,16 @@ class WorldExpertNode(LifecycleNode):
         # exceptions the encoder thread survived, with their tracebacks in the log
         self.thread_errors = ThreadErrors(lambda m: self.get_logger().error(m))
         self.ready = False
+        # model releases (``switch_release``): every world expert loaded, by release name,
+        # which one each robot's observations are encoded with, loads under way, and the
+        # switches the encoder thread applies before its next batch
+        self.models: dict[str, object] = {}
+        self.robot_release: dict[str, str] = {}
+        self.switched_at: dict[str, float] = {}
+        self._loads: dict[str, BackgroundLoad] = {}
+        self._pending_use: dict[str, str] = {}
+        self._status_due = False
+        self._switch_srv = None
         # Frames are encoded on a worker thread, newest first per robot (a frame that
         # arrives while its robot's last one waits replaces it), batched across robots:
         # the executor thread never blocks on the encoder, so in single-process mode the
@@ -129,6 +149,9 @@ class WorldExpertNode(LifecycleNode):
             self.expert = load_world_expert(
                 model_dir, resolve_precision(cfg.precision, cfg.device), device=cfg.device
             )
+            release = cfg.release or self.expert.version
+            self.models = {release: self.expert}
+            self.robot_release = {r: release for r in self.robots}
             # cuda_ipc keeps the representation on the device: no copy to the host and back
             self.expert.output_on_device = (
                 cfg.repr_cache.backend == 'cuda_ipc' and cfg.device != 'cpu'
@@ -188,15 +211,16 @@ class WorldExpertNode(LifecycleNode):
             )
             for r in self.robots
         }
+        self._switch_srv = self.create_service(
+            SwitchRelease, 'world_expert/switch_release', self._on_switch_release
+        )
         self.metrics = NodeMetrics(self, cfg.metrics_port)
         for stage in timer.stages:  # per observation
             self.metrics.latency(stage, timer.stages[stage])
         self.metrics.status('world_expert', self.status)
         self.metrics.start()
         # diagnostics from configure to cleanup: a configured, inactive expert says so
-        self._diag_timer = self.create_timer(
-            self.diagnostics.TIMER_S, lambda: self.diagnostics.due() and self.diagnostics.publish()
-        )
+        self._diag_timer = self.create_timer(self.diagnostics.TIMER_S, self._diagnostics_due)
         served = ', '.join(r or '(this namespace)' for r in self.robots)
         self.get_logger().info(
             f'world expert {self.expert.name} version {self.expert.version} '
@@ -305,6 +329,10 @@ class WorldExpertNode(LifecycleNode):
         for pub in self._pubs.values():
             self.destroy_lifecycle_publisher(pub)
         self._pubs = {}
+        if self._switch_srv is not None:
+            self.destroy_service(self._switch_srv)
+            self._switch_srv = None
+        self._loads, self._pending_use = {}, {}
         self._close_caches()
         return True
 
@@ -313,6 +341,130 @@ class WorldExpertNode(LifecycleNode):
             for cache in self.caches.values():
                 cache.close()  # unlinks the shared-memory segment
         self.caches = {}
+
+    def _diagnostics_due(self) -> None:
+        if self._status_due or self.diagnostics.due():
+            self._status_due = False
+            self.diagnostics.publish()
+
+    # model releases -------------------------------------------------------------
+    def _on_switch_release(self, request, response):
+        """SwitchRelease phases (see the .srv): load beside the served model, commit robots
+        to it from their next observation, confirm (unload what no robot uses), abort."""
+        try:
+            ok, message = self._switch_phase(request)
+        except Exception as exc:  # a bad request never takes the node down
+            ok, message = False, f'{type(exc).__name__}: {exc}'
+        name = request.release
+        load = self._loads.get(name)
+        response.success, response.message = ok, message
+        robots = list(request.robots) or self.robots
+        serving = [r for r in robots if self.robot_release.get(r) == name]
+        response.active_release = self.robot_release.get(robots[0], '') if robots else ''
+        if serving and len(serving) == len(robots):
+            response.state = 'serving'
+        elif name in self.models:
+            response.state = 'loaded'
+        else:
+            response.state = load.state if load is not None else 'idle'
+        if load is not None and load.state == FAILED and ok:
+            response.message = f'{message}: {load.error}'
+        response.switched_at = min((self.switched_at.get(r, 0.0) for r in serving), default=0.0)
+        response.rss_mb = rss_mb()
+        response.load_peak_rss_mb = load.peak_rss_mb if load is not None else 0.0
+        return response
+
+    def _switch_phase(self, req) -> tuple[bool, str]:
+        if self.expert is None:
+            return False, 'not configured'
+        name, phase = req.release, req.phase
+        unknown = [r for r in req.robots if r not in self.robot_release]
+        if unknown:
+            return False, f'not serving the robots {unknown} (serving {self.robots})'
+        if phase == 'status':
+            self._finish_loads()
+            return True, 'status'
+        if not name:
+            return False, 'no release named'
+        if phase == 'load':
+            self._finish_loads()
+            if name in self.models:
+                return True, f'{name} is already loaded'
+            return start_load(self._loads, req, self._load_release, self.get_logger().info)
+        if phase == 'commit':
+            self._finish_loads()
+            if name not in self.models:
+                load = self._loads.get(name)
+                return False, f'{name} is {load.state if load else "not loaded"}: load it first'
+            robots = list(req.robots) or self.robots
+            with self._wake:  # the encoder thread applies it before its next batch
+                for r in robots:
+                    self._pending_use[r] = name
+                self._wake.notify()
+            self.get_logger().info(f'release {name}: encoding for {", ".join(robots)} from now')
+            return True, f'{name} committed for {", ".join(robots)}'
+        if phase in ('confirm', 'abort'):
+            self._finish_loads()
+            with self._wake:  # the encoder thread applies commits under it
+                used = set(self.robot_release.values()) | set(self._pending_use.values())
+                if phase == 'abort':
+                    if name in used:
+                        return False, f'{name} is serving: commit another release instead'
+                    self._loads.pop(name, None)
+                    self.models.pop(name, None)
+                    return True, f'{name} unloaded'
+                dropped = [k for k in self.models if k not in used]
+                for k in dropped:
+                    del self.models[k]
+            self._loads = {}
+            # the reference model (shapes, views, device a new release must match) is one
+            # that serves: a dropped one is let go
+            self.expert = self.models[self.robot_release[self.robots[0]]]
+            self.fleet_encoder.expert = self.expert
+            return True, f'{name} confirmed' + (
+                f'; unloaded {", ".join(dropped)}' if dropped else ''
+            )
+        return False, f'unknown phase {phase!r} (load, commit, confirm, abort, status)'
+
+    def _finish_loads(self) -> None:
+        """Loads that finished become loadable models (on the executor's thread)."""
+        for name, load in list(self._loads.items()):
+            if load.state == LOADED and name not in self.models:
+                self.models[name] = load.result
+
+    def _load_release(self, model_dir: str, digest: str):
+        """On the load thread: verify, load and warm up a release's world expert; it must
+        write what the robots' rings hold (shape, dtype) from the same camera views."""
+        if digest:
+            verify_release_dir(model_dir, digest)
+        cfg = self.cfg
+        expert = load_world_expert(
+            model_dir, resolve_precision(cfg.precision, cfg.device), device=cfg.device
+        )
+        expert.output_on_device = self.expert.output_on_device
+        spec, served = expert.spec, self.expert.spec
+        if (tuple(spec.shape), spec.dtype) != (tuple(served.shape), served.dtype):
+            raise ValueError(
+                f'its representation is {list(spec.shape)} {spec.dtype}, the rings hold '
+                f'{list(served.shape)} {served.dtype}: a restart, not a switch'
+            )
+        if (tuple(spec.view_names), bool(spec.prompt)) != (
+            tuple(served.view_names),
+            bool(served.prompt),
+        ):
+            raise ValueError(
+                f'it reads the views {list(spec.view_names)} (prompt: {bool(spec.prompt)}), '
+                f'the served one {list(served.view_names)} (prompt: {bool(served.prompt)}): '
+                'a restart, not a switch'
+            )
+        if cfg.cuda_graphs:
+            enable_cuda_graphs(expert, tuple(range(1, cfg.batch.max_size + 1)))
+        torch.set_num_threads(cfg.num_threads)
+        # paced: a round of batch sizes, then as long again idle (the served model keeps
+        # its CPU); as many encodes as an activation's warm-up
+        sizes = tuple(range(1, self.window.max_size + 1))
+        paced(max(1, cfg.warmup_requests // len(sizes)), lambda: expert.warmup(1, sizes))
+        return expert
 
     # hot path -----------------------------------------------------------------
     def _on_joint_state(self, robot: str, msg: JointState) -> None:
@@ -381,6 +533,14 @@ class WorldExpertNode(LifecycleNode):
                 if not self._running:
                     return
                 batch = self.window.take()
+                # a commit applies between batches (one model per encode), under the lock
+                # a confirm takes to decide which models no robot uses
+                for robot, release in self._pending_use.items():
+                    self.encoders[robot].use(self.models[release])
+                    self.robot_release[robot] = release
+                    self.switched_at[robot] = time.time()
+                    self._status_due = True  # the gates learn the version at the next timer
+                self._pending_use = {}
             try:
                 results = self.fleet_encoder.encode(batch)
             except Exception as exc:  # never let one batch kill the encoder: counted, logged
@@ -456,15 +616,17 @@ class WorldExpertNode(LifecycleNode):
             level=level,
             message=message,
             active=self.ready,
-            model_version=self.expert.version,
+            model_version=self.encoder.expert.version,
             views=list(self.views),
             cache_backend=self.cache.backend if self.cache is not None else '',
             camera_rate_hz=rate,
             expected_camera_hz=expected,
             frames=frames,
-            world_calls=self.expert.calls,  # the expert's own count: the truth
+            world_calls=self.fleet_encoder.world_calls,  # the experts' own counts: the truth
             cache_hits=hits,
-            calls_per_distinct_frame=self.expert.calls / distinct if distinct else float('nan'),
+            calls_per_distinct_frame=(
+                self.fleet_encoder.world_calls / distinct if distinct else float('nan')
+            ),
             encode_timeouts=sum(e.timeouts for e in encs),
             frames_superseded=self.window.superseded,
             rejected_frames=sum(rejected.values()),
@@ -482,6 +644,8 @@ class WorldExpertNode(LifecycleNode):
                     cache_hits=e.hits,
                     calls_per_distinct_frame=e.calls_per_frame(),
                     rejected_frames=sum(e.rejected.values()),
+                    release=self.robot_release.get(r, ''),
+                    model_version=e.expert.version,
                 )
                 for r, e in self.encoders.items()
             ]
@@ -490,6 +654,9 @@ class WorldExpertNode(LifecycleNode):
             batch_mean=self.fleet_encoder.batch_mean,
             thread_errors=convert.reason_counts(self.thread_errors.snapshot()),
             latency=[convert.latency_stats(k, s) for k, s in self.encoder.timer.summary().items()],
+            release=self.robot_release.get(self.robots[0], ''),
+            loaded_releases=sorted(self.models),
+            rss_mb=rss_mb(),
         )
 
 

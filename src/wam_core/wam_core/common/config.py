@@ -237,6 +237,11 @@ class WorldExpertParams:
         'world-expert model directory (manifest.json, config.json, weights); a relative '
         'path resolves against $WAM_ROOT',
     )
+    release: str = param(
+        '',
+        'the release model_dir belongs to (its name in the release registry: the name a '
+        "switch reports); empty: the model's version",
+    )
     precision: str = param(
         'auto',
         'compute dtype; auto = bf16 where the CPU computes it natively, else fp32',
@@ -376,6 +381,11 @@ class ActionExpertParams:
         'models/action_expert',
         'action-expert model directory (manifest.json, config.json, weights); a relative '
         'path resolves against $WAM_ROOT',
+    )
+    release: str = param(
+        '',
+        'the release model_dir belongs to (its name in the release registry: the name a '
+        "switch reports); empty: the model's version",
     )
     precision: str = param(
         'fp32', 'compute dtype (its matrices are small: fp32 is as fast)', choices=PRECISIONS
@@ -635,6 +645,12 @@ class SyntheticRobotParams:
         'views published with one stamp: front on camera/image_raw, another <name> on '
         '<name>_camera/image_raw (the same scene from another seed); as many as the served '
         'world expert needs',
+    )
+    follow_commands: bool = param(
+        False,
+        'an ideal position-controlled arm: once a command arrives on '
+        'arm_controller/joint_trajectory, joint_states are its positions at each instant '
+        '(linear between points, held after the last); else the scripted motion',
     )
 
     def validate(self) -> None:

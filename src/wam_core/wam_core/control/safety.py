@@ -84,6 +84,9 @@ class SafetyMonitor:
         self.gap_holds = 0
         self.world_version = ''
         self.accepted_version = ''
+        # every world version the action expert decodes for now: during a release switch
+        # the armed (or replaced) model's too, so a switch is not a mismatch
+        self.accepted_versions: frozenset[str] = frozenset()
         # Start stopped: nothing moves until every required node has reported OK for
         # the hold-off (or a reset). This is not counted as a stop.
         self.stopped = True
@@ -104,14 +107,20 @@ class SafetyMonitor:
         return self.evaluate(now)
 
     def on_versions(
-        self, now: float, world: str | None = None, accepted: str | None = None
+        self,
+        now: float,
+        world: str | None = None,
+        accepted: str | None = None,
+        also_accepted: tuple[str, ...] = (),
     ) -> bool:
         """The world expert's model version and the one the action expert accepts (from
-        their typed statuses); True if a mismatch tripped a stop."""
+        their typed statuses), with the versions it also decodes for mid-switch
+        (``also_accepted``); True if a mismatch tripped a stop."""
         if world is not None:
             self.world_version = world
         if accepted is not None:
             self.accepted_version = accepted
+            self.accepted_versions = frozenset((accepted, *also_accepted))
         return self.evaluate(now)
 
     def on_chunk(self, now: float) -> None:
@@ -152,7 +161,7 @@ class SafetyMonitor:
         if (
             self.world_version
             and self.accepted_version
-            and self.world_version != self.accepted_version
+            and self.world_version not in self.accepted_versions
         ):
             out.append(
                 f'model version mismatch: world {self.world_version}, '

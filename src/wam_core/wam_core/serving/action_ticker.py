@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 import time
 import warnings
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -66,6 +67,16 @@ def representation_tensor(array, dtype: str) -> torch.Tensor:
     return t.view(torch.bfloat16) if dtype == 'bfloat16' else t
 
 
+@dataclass
+class ServedModel:
+    """An action expert a ticker can serve: the model, the world version it accepts, and
+    the caller's name for it (a release)."""
+
+    model: object
+    version: str
+    tag: str = ''
+
+
 class ActionTicker:
     def __init__(
         self,
@@ -79,12 +90,48 @@ class ActionTicker:
     ):
         """``period_s``: the control period; a model trained at another one has its chunks
         resampled onto it (None: the model's own)."""
-        self.model = model
         self.cache = cache
-        self.version = version  # the world-model version this expert accepts
         self.timeout_ms = timeout_ms
+        self._period_s = period_s
+        self._install(model, version, num_joints, subtask_dim)
+        self._joint_np: np.ndarray | None = None
+        self._pending_joint: np.ndarray | None = None
+        self._pending_subtask: torch.Tensor | None = None
+        self._input_lock = threading.Lock()
+        self._descriptor: Descriptor | None = None
+        self.ticks = 0
+        self.chunks = 0
+        self.prepares = 0  # scene-state computations (once per representation)
+        self.degraded: dict[str, int] = {}
+        # A release switch (``arm``): the next model waits here, loaded and warm, until the
+        # first representation of the world version it accepts; the model it replaced
+        # stays (``previous``) until the switch is confirmed, so switching back needs no load.
+        self.tag = ''  # the caller's name for the model served (its release)
+        self._armed: ServedModel | None = None
+        self.previous: ServedModel | None = None
+        self.switches = 0
+        self.switched_at_ns = 0  # wall clock of the last switch's first tick
+        # the last switch's degraded ticks by reason, from its arm to SWITCH_TAIL_TICKS
+        # after its first chunk (None while it is still being counted)
+        self.switch_degraded: dict[str, int] | None = {}
+        self._switch_base: dict[str, int] = {}
+        self._switch_tail = 0
+        self._arm_tick = 0
+        # the same robot's degraded ticks in as many ticks right before the arm: what a
+        # window that long holds without a switch on this host, beside the switch's count
+        self.switch_baseline = 0
+        self._degraded_at: deque[int] = deque(maxlen=4096)  # tick numbers, newest last
+        # ticks whose representation's version was not the decoding model's own: refused
+        # (degraded) and counted; stays 0 (the switch happens on the version, by design)
+        self.mixed_version_ticks = 0
+
+    def _install(self, model, version: str, num_joints: int, subtask_dim: int) -> None:
+        """Serve ``model`` (accepting world ``version``) from the next tick: its dtype,
+        device and input buffers; the scene state prepared for another model is dropped."""
+        self.model = model
+        self.version = version  # the world-model version this expert accepts
         self.model_period_s = float(model.spec.period_s)
-        self.period_s = self.model_period_s if period_s is None else float(period_s)
+        self.period_s = self.model_period_s if self._period_s is None else float(self._period_s)
         dtype = model.dtype  # an expert of the contract (wam_core.models.contract)
         self._dtype = dtype
         # where the expert computes (a plug-in without the attribute computes on the CPU):
@@ -93,17 +140,8 @@ class ActionTicker:
         self._delta = model.spec.output == 'delta'
         self._joint = torch.zeros(1, num_joints, dtype=dtype, device=self._device)
         self._subtask = torch.zeros(1, subtask_dim, dtype=dtype, device=self._device)
-        self._joint_np: np.ndarray | None = None
-        self._pending_joint: np.ndarray | None = None
-        self._pending_subtask: torch.Tensor | None = None
-        self._input_lock = threading.Lock()
-        self._descriptor: Descriptor | None = None
         self._scene = None
         self._scene_key = ''
-        self.ticks = 0
-        self.chunks = 0
-        self.prepares = 0  # scene-state computations (once per representation)
-        self.degraded: dict[str, int] = {}
 
     # inputs ----------------------------------------------------------------
     @property
@@ -145,6 +183,7 @@ class ActionTicker:
         it counts as a degraded tick, not a chunk."""
         self.chunks -= 1
         self.degraded[reason] = self.degraded.get(reason, 0) + 1
+        self._degraded_at.append(self.ticks)
 
     @property
     def joint_state_used(self) -> np.ndarray | None:
@@ -157,11 +196,74 @@ class ActionTicker:
 
     def _degrade(self, reason: str, stages) -> TickResult:
         self.degraded[reason] = self.degraded.get(reason, 0) + 1
+        self._degraded_at.append(self.ticks)
         return TickResult('degraded', None, reason, stages=stages)
 
+    # release switches ------------------------------------------------------
+    def arm(self, model, version: str, tag: str) -> None:
+        """Serve ``model`` from the first tick that finds a representation of ``version``
+        (at once when that is the version served now): no tick ever decodes one version's
+        representation with a model that accepts another. Its joints must be this one's."""
+        if model.spec.joint_names and len(model.spec.joint_names) != self._joint.shape[1]:
+            raise ValueError(
+                f'the armed model commands {len(model.spec.joint_names)} joints, '
+                f'this ticker {self._joint.shape[1]}'
+            )
+        self._switch_base = dict(self.degraded)
+        self._arm_tick = self.ticks
+        self.switch_degraded = None
+        self._armed = ServedModel(model, version, tag)
+
+    def disarm(self) -> None:
+        if self._armed is not None and self.switch_degraded is None:
+            self.switch_degraded = {}
+        self._armed = None
+
+    @property
+    def armed(self) -> ServedModel | None:
+        return self._armed
+
+    def confirm(self) -> None:
+        """The switch stands: the replaced model is let go."""
+        self.previous = None
+
+    def _switch(self, armed: ServedModel) -> None:
+        self.previous = ServedModel(self.model, self.version, self.tag)
+        subtask = self._subtask
+        self._install(armed.model, armed.version, self._joint.shape[1], subtask_dim(armed.model))
+        if subtask.shape == self._subtask.shape:  # the same conditioning: carried over
+            self._subtask.copy_(subtask.to(self._device, self._dtype))
+        if self._joint_np is not None:
+            self._joint[0].copy_(torch.from_numpy(self._joint_np))
+        self.tag = armed.tag
+        self._armed = None
+        self.switches += 1
+        self.switched_at_ns = time.time_ns()
+        self._switch_tail = SWITCH_TAIL_TICKS
+
+    def _count_switch_tail(self) -> None:
+        """After a switch's first chunk: count on for its tail, then settle the figure."""
+        self._switch_tail -= 1
+        if self._switch_tail == 0:
+            span = self.ticks - self._arm_tick
+            self.switch_baseline = sum(
+                1 for k in self._degraded_at if self._arm_tick - span < k <= self._arm_tick
+            )
+            self.switch_degraded = {
+                k: v - self._switch_base.get(k, 0)
+                for k, v in self.degraded.items()
+                if v > self._switch_base.get(k, 0)
+            }
+
     # the tick --------------------------------------------------------------
-    @torch.inference_mode()
     def tick(self) -> TickResult:
+        res = self._tick()
+        if self._switch_tail > 0:
+            self._count_switch_tail()
+        return res
+
+    @torch.inference_mode()
+    def _tick(self) -> TickResult:
         self.ticks += 1
         t0 = time.perf_counter()
         stages: dict[str, float] = {}
@@ -169,12 +271,22 @@ class ActionTicker:
         if self._joint_np is None:
             return self._degrade('no_joint_state', stages)
         d = self._descriptor
-        if d is not None and d.model_version != self.version:
-            stages['cache_read'] = (time.perf_counter() - t0) * 1e3
-            return self._degrade('version_mismatch', stages)
+        armed = self._armed
+        if armed is not None and (
+            armed.version == self.version or (d is not None and d.model_version == armed.version)
+        ):
+            self._switch(armed)
+            armed = None
+        if d is not None and d.model_version != self.version and armed is None:
+            previous = self.previous
+            if previous is None or d.model_version != previous.version:
+                stages['cache_read'] = (time.perf_counter() - t0) * 1e3
+                return self._degrade('version_mismatch', stages)
+            # just switched: the descriptor is the replaced model's, its successor's not
+            # here yet; the ring's newest entry of the served version (read below) serves
         res: ReadResult = (
             self.cache.read(d.slot, self.version, key=d.key, epoch=d.epoch)
-            if d is not None
+            if d is not None and d.model_version == self.version
             else self.cache.latest(self.version)
         )
         if not res.ok and d is not None:
@@ -186,6 +298,20 @@ class ActionTicker:
             if newest.ok:  # one read served this tick: count it once, as the hit
                 self.cache.stats.refused[first.reason] -= 1
                 res = newest
+        if not res.ok and armed is not None:
+            # mid-switch: the world expert already writes the armed model's version (its
+            # descriptor not here yet): switch on the representation itself
+            newest = self.cache.latest(armed.version)
+            if newest.ok:
+                self.cache.stats.refused[res.reason] -= 1
+                self._switch(armed)
+                res = newest
+        if res.ok and res.entry.version != self.model.spec.world_version:
+            # the model's own declaration, not the ticker's: a switch that let the two
+            # drift apart is refused here, never decoded
+            self.mixed_version_ticks += 1
+            stages['cache_read'] = (time.perf_counter() - t0) * 1e3
+            return self._degrade('mixed_version', stages)
         t1 = time.perf_counter()
         stages['cache_read'] = (t1 - t0) * 1e3
         if not res.ok:
@@ -224,16 +350,32 @@ class ActionTicker:
             'chunk', positions, '', res.entry.key, res.age_ms, res.entry.stamp_ns, stages, fresh
         )
 
-    def warmup(self, n: int, repr_shape) -> list[float]:
+    def warmup(self, n: int, repr_shape, model=None) -> list[float]:
         """n full passes on a synthetic representation (not counted as ticks); each
         prepare + decode's milliseconds (the serving loop decides from them whether the
-        expert decodes on the tick or off it)."""
-        rep = torch.zeros((1,) + tuple(repr_shape), dtype=self._dtype, device=self._device)
+        expert decodes on the tick or off it). ``model``: another model than the one
+        served (a release being staged), warmed up with its own input buffers."""
+        model = self.model if model is None else model
+        dtype = model.dtype
+        device = torch.device(getattr(model, 'device', 'cpu'))
+        rep = torch.zeros((1,) + tuple(repr_shape), dtype=dtype, device=device)
+        joint = torch.zeros(1, self._joint.shape[1], dtype=dtype, device=device)
+        subtask = torch.zeros(1, subtask_dim(model), dtype=dtype, device=device)
         times = []
         with torch.inference_mode():
             for _ in range(n):
                 t0 = time.perf_counter()
-                scene = self.model.prepare(rep)
-                self.model.decode(scene, self._joint, self._subtask)[0].float().cpu()
+                scene = model.prepare(rep)
+                model.decode(scene, joint, subtask)[0].float().cpu()
                 times.append((time.perf_counter() - t0) * 1e3)
         return times
+
+
+# ticks after a switch's first chunk still counted as the switch's (0.5 s at 50 Hz): a new
+# model's first prepares, a ring that changed version under a late descriptor
+SWITCH_TAIL_TICKS = 25
+
+
+def subtask_dim(model) -> int:
+    """The length of the conditioning vector a model takes (0: none)."""
+    return int(model.spec.conditioning_dim)

@@ -49,6 +49,11 @@ class FleetEncoder:
     def __init__(self, expert, encoders: Mapping[str, FrameEncoder]):
         self.expert = expert
         self.encoders = dict(encoders)
+        # the models' own counts of the calls and forward passes made for this fleet,
+        # summed over every model that encoded (several during a canary, each dropped
+        # once no robot uses it: the counts are kept here, not the models)
+        self.calls = 0
+        self.forwards = 0
 
     def encode(
         self, batch: list[tuple[str, Frame]]
@@ -68,11 +73,20 @@ class FleetEncoder:
                 results.append((robot, f, begun))
             else:
                 pending.append((robot, f, begun))
-        if pending:
+        # one forward pass per model: during a release canary the robots' encoders may
+        # serve different world experts (each robot's representations in its own version)
+        by_expert: dict[int, list] = {}
+        for item in pending:
+            by_expert.setdefault(id(self.encoders[item[0]].expert), []).append(item)
+        for group in by_expert.values():
+            expert = self.encoders[group[0][0]].expert
+            calls, forwards = expert.calls, expert.forwards
             t0 = time.perf_counter()
-            reps = self.expert.encode_batch([p.observation for _, _, p in pending])
+            reps = expert.encode_batch([p.observation for _, _, p in group])
             ms = (time.perf_counter() - t0) * 1e3  # each frame waited for the whole pass
-            for (robot, f, p), rep in zip(pending, reps, strict=True):
+            self.calls += expert.calls - calls
+            self.forwards += expert.forwards - forwards
+            for (robot, f, p), rep in zip(group, reps, strict=True):
                 try:
                     results.append((robot, f, self.encoders[robot].complete(p, rep, ms)))
                 except CacheError as exc:  # this robot's cache (a store that is down)
@@ -82,5 +96,9 @@ class FleetEncoder:
     @property
     def batch_mean(self) -> float:
         """Frames per world-expert forward pass."""
-        e = self.expert
-        return e.calls / e.forwards if e.forwards else float('nan')
+        return self.calls / self.forwards if self.forwards else float('nan')
+
+    @property
+    def world_calls(self) -> int:
+        """Calls of every model that encoded for the fleet (several during a canary)."""
+        return self.calls

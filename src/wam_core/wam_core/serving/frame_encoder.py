@@ -98,6 +98,17 @@ class FrameEncoder:
             'validate', 'encode', 'cache_write', 'capture_to_queued', 'capture_to_published'
         )
 
+    def use(self, expert) -> None:
+        """Encode with ``expert`` from the next observation (a release switch, on the
+        encoder's thread between batches). It must read the same views."""
+        if tuple(expert.spec.view_names) != tuple(self.views):
+            raise ValueError(
+                f'the new world expert reads the views {list(expert.spec.view_names)}, '
+                f'this one {list(self.views)}'
+            )
+        self.expert = expert
+        self.reads_prompt = bool(getattr(expert.spec, 'prompt', False))
+
     def reject(self, reason: str) -> None:
         self.rejected[reason] = self.rejected.get(reason, 0) + 1
 
@@ -185,7 +196,9 @@ class FrameEncoder:
         else:
             prompt = ''
         self.timer.add('validate', (time.perf_counter() - t0) * 1e3)
-        entry = self.cache.lookup(fp)
+        # after a release switch, until the new model's first entry: nothing of the old
+        # version is served as a hit (a static scene would otherwise never switch)
+        entry = self.cache.lookup(fp) if self.cache.version == self.expert.version else None
         q = self.joint_positions
         if entry is not None:
             if (
@@ -220,6 +233,11 @@ class FrameEncoder:
         # the dtype's name travels only where the array stores other words (bfloat16)
         dtype = getattr(self.expert.spec, 'dtype', 'float32')
         named = {} if str(getattr(rep, 'dtype', dtype)) == dtype else {'dtype': dtype}
+        if self.cache.version != self.expert.version:
+            # the first representation of a switched-to model: the ring changes version
+            # (emptied) right before it is written, so readers meet one version or the
+            # other, never a gap longer than this write
+            self.cache.set_model_version(self.expert.version)
         entry = self.cache.put(pending.fp, pending.stamp_ns, rep, **named)
         self.timer.add('cache_write', (time.perf_counter() - t0) * 1e3)
         return EncodeOutcome(entry, False, encode_ms)
