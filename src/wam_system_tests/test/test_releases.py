@@ -89,8 +89,9 @@ def test_the_drill_switches_rolls_back_and_stops_bad_canaries_safely():
     assert s['unsafe_forwarded'] == 0
     assert s['safety_stops'] == 0, out['steps']
     # each switch reached both robots, the rollback was quick, and no load is left over
-    switch = next(x for x in out['steps'] if x['step'] == 'switch')
-    assert set(switch['switch_ms']) == {'robot1', 'robot2'}
+    # (a canary on robot1, then its promotion to robot2)
+    switched = {r for x in out['steps'] if x['step'] == 'switch' for r in x['switch_ms']}
+    assert switched == {'robot1', 'robot2'}
     assert s['rollback_ms']['p99'] < 1000
     # both bad canaries rolled back by themselves: the limit-seeker by an objective, the
     # rewritten directory at its load
@@ -139,3 +140,61 @@ def test_a_bring_up_refuses_an_unknown_release_or_one_for_another_robot(tmp_path
             capture_output=True, text=True, timeout=120, env=env,
         )  # fmt: skip
         assert done.returncode == 2 and why in done.stderr, done.stderr[-500:]
+
+
+def test_the_command_line_promotes_and_rolls_back_a_running_lone_robot(tmp_path):
+    """promote and rollback through the CLI against a lone robot (root namespace, a
+    process per node): the action expert serves the new release, the audit has it."""
+    from robot_agent.releases import release_overlay
+    from robot_agent.stack import Stack
+    from wam_core.common.paths import default_config, resolve_path
+    from wam_core.common.robot import TABLETOP_ARM
+    from wam_core.releases.registry import LIVE, Registry
+    from wam_system_tests.releases_drill import _perturb
+
+    os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
+    db = str(tmp_path / 'r.db')
+    world, action = resolve_path('models/world_expert'), resolve_path('models/action_expert')
+    wv = read_manifest(world).version
+    _perturb(world, str(tmp_path / 'v2w'), 1, 1e-3, f'{wv}-v2')
+    _perturb(action, str(tmp_path / 'v2a'), 2, 1e-3, f'{wv}-v2', {'world_version': f'{wv}-v2'})
+    with Registry(db) as reg:
+        reg.register('v1', world, action, TABLETOP_ARM, 'shipped', conformance=lambda *a: [])
+        reg.register('v2', str(tmp_path / 'v2w'), str(tmp_path / 'v2a'), TABLETOP_ARM, 'next',
+                     conformance=lambda *a: [])  # fmt: skip
+        reg.transition('v1', LIVE, 'start')
+    stack = Stack('multi', default_config(), overlays=[release_overlay('v1', db, str(tmp_path))])
+    try:
+        stack.wait_ready(90)
+        assert stack.monitor.action.release == 'v1'
+        proc = subprocess.Popen(
+            [sys.executable, '-m', 'robot_agent.releases', '--db', db, '--json', 'promote',
+             'v2', '--reason', 'test'],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        stack.spin_for(90.0, until=lambda: proc.poll() is not None)
+        out, err = proc.communicate(timeout=10)
+        assert proc.returncode == 0, err[-800:]
+        assert json.loads(out)['live'] == 'v2'
+        stack.spin_for(3.0, until=lambda: stack.monitor.action.release == 'v2')
+        assert stack.monitor.action.release == 'v2'
+        assert stack.monitor.world.model_version == f'{wv}-v2'
+        assert not stack.monitor.safety_stop
+        proc = subprocess.Popen(
+            [sys.executable, '-m', 'robot_agent.releases', '--db', db, 'rollback',
+             '--reason', 'test'],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        stack.spin_for(90.0, until=lambda: proc.poll() is not None)
+        assert proc.wait(timeout=10) == 0, proc.stderr.read()[-800:]
+        stack.spin_for(3.0, until=lambda: stack.monitor.action.release == 'v1')
+        assert stack.monitor.action.release == 'v1' and not stack.monitor.safety_stop
+        assert stack.monitor.action.mixed_version_ticks == 0
+    finally:
+        stack.shutdown()
+    with Registry(db) as reg:
+        assert [(h.release, h.to_state) for h in reg.history()][-3:] == [
+            ('v2', 'live'),
+            ('v2', 'rolled_back'),
+            ('v1', 'live'),
+        ]
