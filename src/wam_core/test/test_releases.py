@@ -352,3 +352,23 @@ def test_one_world_expert_serves_two_releases_each_robot_in_its_own_version(expe
     assert out['robot2'].entry.version == w0.version == caches['robot2'].version
     assert (w0.calls - w0_calls, w1.calls - w1_calls) == (1, 1)  # one pass per model
     assert fleet.world_calls == 4 and fleet.batch_mean == pytest.approx(4 / 3)
+
+
+def test_the_robot_whose_frame_waited_longest_is_encoded_first(experts):
+    from wam_core.serving.fleet_encoder import FleetEncoder, Frame
+
+    (w0, _), (w1, _) = experts[0], experts[1]
+    h = w0.spec.views[0].height
+    encs = {r: FrameEncoder(w0, InProcessCache(8, 60_000, w0.version)) for r in ('a', 'b')}
+    encs['a'].use(w1)
+    fleet = FleetEncoder(w0, encs)
+    scene = SyntheticScene(h)
+    now = time.time_ns()
+    for older in ('a', 'b'):
+        frames = [
+            (r, Frame('rgb8', h, h, 3 * h, scene.frame(k + (7 if older == 'a' else 0)).tobytes(),
+                      now - (10_000_000 if r == older else 0)))
+            for k, r in enumerate(('b', 'a'))
+        ]  # fmt: skip
+        order = [r for r, _, _ in fleet.encode(frames)]
+        assert order[0] == older, (older, order)

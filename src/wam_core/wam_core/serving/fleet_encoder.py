@@ -78,7 +78,10 @@ class FleetEncoder:
         by_expert: dict[int, list] = {}
         for item in pending:
             by_expert.setdefault(id(self.encoders[item[0]].expert), []).append(item)
-        for group in by_expert.values():
+        # the group holding the oldest frame goes first: no robot's representations are
+        # always a forward pass later than the others' (a canary robot would otherwise be
+        # judged on the serving order, not on its release)
+        for group in sorted(by_expert.values(), key=lambda g: min(f.stamp_ns for _, f, _ in g)):
             expert = self.encoders[group[0][0]].expert
             calls, forwards = expert.calls, expert.forwards
             t0 = time.perf_counter()
