@@ -144,10 +144,16 @@ def _run_switch(args, reg: Registry) -> dict:
             mgr.confirm(rel.name)
             reg.transition(rel.name, LIVE, args.reason, detail=_figures(res))
             return {'live': rel.name, **_figures(res)}
+        robots = [r for r in args.robots.split(',') if r]
+        outside = [r for r in robots if r not in mgr.robots]
+        if not robots or outside:
+            raise RegistryError(
+                f'--robots {args.robots!r}: name robots of --fleet {args.fleet!r} '
+                f'({", ".join(outside) or "none named"} not in it)'
+            )
         live = reg.live()
         if live is None:
             raise RegistryError('a canary needs a live release to return to: promote one first')
-        robots = [r for r in args.robots.split(',') if r]
         reg.transition(rel.name, CANARY, args.reason, robots=robots)
         out = mgr.canary(rel, live, robots, args.window, Objectives())
         detail = {

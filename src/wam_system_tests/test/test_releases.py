@@ -51,6 +51,9 @@ def test_the_command_line_registers_lists_shows_and_refuses_with_reasons(pairs, 
     assert unknown.returncode == 1 and "no release named 'nope'" in unknown.stderr
     usage = _cli(db, 'canary', 'r0')  # --robots and --reason missing
     assert usage.returncode == 2
+    outside = _cli(db, 'canary', 'r0', '--robots', 'robot9', '--fleet', 'robot1',
+                   '--reason', 'x')  # fmt: skip
+    assert outside.returncode == 1 and 'robot9 not in it' in outside.stderr
     history = json.loads(_cli(db, '--json', 'history', 'r0').stdout)
     assert [(h['from_state'], h['to_state']) for h in history] == [(None, 'registered')]
     # promote needs a running stack: without one it says so, and nothing changes
