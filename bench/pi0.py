@@ -255,7 +255,8 @@ def measure_stack(mode: str, model_dir: str, version: str, seconds: float) -> di
     import yaml
 
     from robot_agent.stack import Stack
-    from wam_core.common.config import ActionExpertParams
+    from wam_core.cache.freshness import expected_ttl_ms, stale_bound_s
+    from wam_core.common.config import ActionExpertParams, WorldExpertParams
     from wam_core.common.params import load_params
     from wam_core.common.paths import default_config
     from wam_core.control.limits import ClampGate
@@ -275,7 +276,9 @@ def measure_stack(mode: str, model_dir: str, version: str, seconds: float) -> di
     cfg = load_params([config, overlay], 'action_expert', ActionExpertParams)
     limits = ClampGate(cfg.robot.joint_names, cfg.joint_limits, cfg.control.period_s)
     stack = Stack(mode, config, overlays=[overlay])
-    rec = Recorder(stack, version, cfg.repr_cache.ttl_ms / 1e3 + cfg.control.period_s, limits)
+    world = load_params([config, overlay], 'world_expert', WorldExpertParams)
+    stale_s = stale_bound_s(expected_ttl_ms(world, cfg), cfg.control.period_s)
+    rec = Recorder(stack, version, stale_s, limits)
     if mode == 'multi':
         rec.watch_cache('wam_repr')
     try:

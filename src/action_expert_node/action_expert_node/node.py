@@ -31,6 +31,7 @@ from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
 from wam_core.cache.factory import open_cache_reader
+from wam_core.cache.freshness import initial_ttl_ms, is_auto, valid_announced_ttl
 from wam_core.cache.mooncake import RemoteRepresentation, object_name
 from wam_core.cache.protocol import CacheError
 from wam_core.common.clock import WallClock, wall_ns, wall_s
@@ -82,6 +83,8 @@ class ActionExpertNode(LifecycleNode):
         # the robot this expert drives: it reads only that robot's representations
         self.robot = robot_of_namespace(self.get_namespace())
         self.cache = None
+        self.ttl_ms = math.nan  # the freshness bound in force (set at configure)
+        self._auto_ttl = False
         self.ticker = None
         self.decoder: OffTickDecoder | None = None  # decode_mode async: decodes off the tick
         self.decode_mode = 'tick'
@@ -149,6 +152,10 @@ class ActionExpertNode(LifecycleNode):
         self.manifest = manifest
         self.world_version = spec.world_version
         self._remote = hasattr(self.cache, 'prefetch')
+        # the freshness bound: a number, or auto (the world expert announces it per robot)
+        self._auto_ttl = is_auto(cfg.repr_cache.ttl_ms)
+        # (a reader opened here starts with it; a shared cache keeps its creator's)
+        self.ttl_ms = initial_ttl_ms(cfg.repr_cache.ttl_ms)
         self.ticker = ActionTicker(
             model,
             self.cache,
@@ -510,6 +517,13 @@ class ActionExpertNode(LifecycleNode):
                 ValueError(f'representation of robot {msg.robot!r}, this is {self.robot!r}'),
             )
             return
+        if self._auto_ttl and msg.ttl_ms != self.ttl_ms and msg.ttl_ms != 0.0:
+            # 0: a world expert that announces none (the initial bound stays)
+            if not valid_announced_ttl(msg.ttl_ms):
+                self._reject('descriptor', ValueError(f'announced TTL {msg.ttl_ms!r} ms'))
+                return
+            self.ttl_ms = msg.ttl_ms
+            self.cache.set_ttl_ms(msg.ttl_ms)
         self._repr_rate.tick(time.monotonic())
         if self._remote:  # mooncake: fetch now, off the tick; the ticker hears when ready
             self.cache.prefetch(
@@ -781,6 +795,7 @@ class ActionExpertNode(LifecycleNode):
             release_switches=t.switches,
             mixed_version_ticks=t.mixed_version_ticks,
             rss_mb=rss_mb(),
+            ttl_ms=self.ttl_ms,
         )
 
 

@@ -96,13 +96,24 @@ def test_bad_inputs_rejected_holds_then_chunks(models, ros):
         d_pub.publish(RepresentationDescriptor(key='x', model_version=models['version'], slot=999))
         _spin(ex, 0.1)
         assert node.rejected.get('descriptor') == 1
-        # a real representation -> full chunks
+        # ttl_ms auto: a descriptor announcing a TTL outside the parameter's range is refused
+        d_pub.publish(
+            RepresentationDescriptor(key='x', model_version='v', slot=0, ttl_ms=math.nan)
+        )
+        _spin(ex, 0.1)
+        assert node.rejected.get('descriptor') == 2
+        # a real representation -> full chunks; its announced TTL is the one reads use
         e = cache.put('ab' * 16, time.time_ns(), rep)
-        d_pub.publish(RepresentationDescriptor(key=e.key, model_version=e.version, slot=e.slot))
+        d_pub.publish(
+            RepresentationDescriptor(
+                key=e.key, model_version=e.version, slot=e.slot, ttl_ms=5000.0
+            )
+        )
         n0 = len(chunks)
         _spin(ex, 0.5)
         full = [c for c in chunks[n0:] if len(c.points) > 1]
         assert len(full) >= 10
+        assert node.ttl_ms == 5000.0 and cache.ttl_ns == 5_000_000_000
         # the longest: one stamped a single period ahead (a GIL stall of this test process
         # raises the lead for a while, and a chunk stamped further ahead has fewer rows)
         c = max(full, key=lambda m: len(m.points))

@@ -37,6 +37,7 @@ import time
 import psutil
 from rclpy.parameter import Parameter
 
+from wam_core.cache.freshness import initial_ttl_ms
 from wam_core.cache.inprocess import InProcessCache
 from wam_core.cache.mooncake_master import MooncakeMaster
 from wam_core.common.check_config import require_consistent
@@ -187,7 +188,7 @@ class Fleet(BringUp):
 
         cfg = load_params(self.param_files, 'world_expert', WorldExpertParams)
         caches = {
-            r: InProcessCache(cfg.repr_cache.capacity, cfg.repr_cache.ttl_ms, '')
+            r: InProcessCache(cfg.repr_cache.capacity, initial_ttl_ms(cfg.repr_cache.ttl_ms), '')
             for r in self.names
         }
         self.world = WorldExpertNode(

@@ -27,6 +27,7 @@ from rclpy.subscription import MessageInfo
 from std_msgs.msg import Bool
 from trajectory_msgs.msg import JointTrajectory
 
+from wam_core.cache.freshness import initial_ttl_ms
 from wam_core.cache.inprocess import InProcessCache
 from wam_core.common.check_config import require_consistent
 from wam_core.common.clock import injected_shift_ns
@@ -222,7 +223,7 @@ class Stack(BringUp):
             if self.param_files
             else WorldExpertParams()
         )
-        cache = InProcessCache(cfg.repr_cache.capacity, cfg.repr_cache.ttl_ms, '')
+        cache = InProcessCache(cfg.repr_cache.capacity, initial_ttl_ms(cfg.repr_cache.ttl_ms), '')
         self.cache = cache
         self.world = WorldExpertNode(cache=cache)
         self.action = ActionExpertNode(cache=cache)
@@ -327,7 +328,13 @@ class Stack(BringUp):
             'held_ticks': _count(a, 'degraded_outcomes', 'held'),
             'gate_changed_share': of(self.monitor.gate, 'changed_share'),
             'conformance_violations': float(self.monitor.conformance.total),
+            'ttl_ms': of(a, 'ttl_ms'),
         }
+
+    def degraded_by_reason(self) -> dict[str, int]:
+        """The action expert's degraded ticks by reason (stale, miss, no_joint_state, ...)."""
+        a = self.monitor.action
+        return {} if a is None else {rc.reason: int(rc.count) for rc in a.degraded}
 
     def _releasable(self) -> list:
         return [self.world, self.action]
@@ -373,6 +380,10 @@ def status_line(stack: Stack) -> str:
     )
 
 
+def _reasons(counts: dict[str, int]) -> str:
+    return ', '.join(f'{k} {v}' for k, v in sorted(counts.items(), key=lambda kv: -kv[1])) or '-'
+
+
 def print_summary(stack: Stack, seconds: float) -> None:
     s = stack.stats()
     gate = stack.monitor.gate
@@ -406,6 +417,8 @@ def print_summary(stack: Stack, seconds: float) -> None:
             'degraded ticks: open loop / held',
             f'{s["degraded_ticks"]:.0f}: {s["open_loop_ticks"]:.0f} / {s["held_ticks"]:.0f}',
         ),
+        ('degraded ticks by reason', _reasons(stack.degraded_by_reason())),
+        ('representation TTL ms', f'{s["ttl_ms"]:.1f}'),
         ('chunks forwarded to the arm', f'{stack.monitor.forwarded}'),
         (
             'controller conformance violations',

@@ -122,7 +122,8 @@ def test_flat_round_trip():
     [
         (WorldExpertParams, {'repr_cache.backend': 'redis'}, 'repr_cache.backend must be one of'),
         (WorldExpertParams, {'repr_cache.ttl_ms': -1.0}, r'repr_cache.ttl_ms must be in'),
-        (WorldExpertParams, {'repr_cache.ttl_ms': 50}, 'repr_cache.ttl_ms must be a float'),
+        (WorldExpertParams, {'repr_cache.ttl_ms': 50}, "must be a float .* or 'auto'"),
+        (WorldExpertParams, {'repr_cache.ttl_ms': 'automatic'}, 'ttl_ms must be a float'),
         (WorldExpertParams, {'repr_cache.capacity': 'many'}, 'repr_cache.capacity must be a int'),
         (WorldExpertParams, {'precision': 'int3'}, 'precision must be one of'),
         (WorldExpertParams, {'repr_cache.shm_name': 'a/b'}, 'shm_name must be a plain name'),
@@ -184,7 +185,7 @@ def test_rules_across_nodes_are_checked_where_both_values_are_known(tmp_path):
         'safety.chunk_hold_s (0.05 s) must exceed action_expert degrade.max_open_loop_s'
         in (problems[0])
     )
-    assert 'repr_cache.ttl_ms differs: world_expert 50.0, action_expert 80.0' in problems[1]
+    assert "repr_cache.ttl_ms differs: world_expert 'auto', action_expert 80.0" in problems[1]
     with pytest.raises(ConfigError, match='chunk_hold_s'):
         require_consistent([default_config(), str(bad)])
     assert main([default_config(), str(bad)]) == 1 and main([default_config()]) == 0

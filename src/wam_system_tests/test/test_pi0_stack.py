@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from robot_agent.stack import Stack
-from wam_core.common.config import ActionExpertParams
+from wam_core.cache.freshness import expected_ttl_ms, stale_bound_s
+from wam_core.common.config import ActionExpertParams, WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config
 from wam_core.control.limits import ClampGate
@@ -28,7 +29,6 @@ def overlay(tmp_path_factory):
     root = tmp_path_factory.mktemp('pi0')
     model = write_pi0(str(root / 'tiny'), 'tiny', ('front', 'wrist'), log=lambda *a: None)
     doc = {
-        '/**': {'ros__parameters': {'repr_cache': {'ttl_ms': 75.0}}},
         '/**/world_expert': {'ros__parameters': {'model_dir': model['dir']}},
         '/**/action_expert': {'ros__parameters': {'model_dir': model['dir']}},
     }
@@ -47,8 +47,9 @@ def test_tiny_pi0_serves_the_stack_never_late_never_stale(overlay, mode):
     stack = Stack(mode, CONFIG, overlays=[overlay['path']])
     cfg = load_params([CONFIG, overlay['path']], 'action_expert', ActionExpertParams)
     limits = ClampGate(cfg.robot.joint_names, cfg.joint_limits, cfg.control.period_s)
-    ttl_s = cfg.repr_cache.ttl_ms / 1e3
-    rec = Recorder(stack, overlay['version'], ttl_s + cfg.control.period_s, limits)
+    world = load_params([CONFIG, overlay['path']], 'world_expert', WorldExpertParams)
+    ttl_ms = expected_ttl_ms(world, cfg)  # auto: a 30 Hz camera's period + 40 ms
+    rec = Recorder(stack, overlay['version'], stale_bound_s(ttl_ms, cfg.control.period_s), limits)
     if mode == 'multi':
         rec.watch_cache('wam_repr')  # the ring the action expert reads
     try:
@@ -67,7 +68,9 @@ def test_tiny_pi0_serves_the_stack_never_late_never_stale(overlay, mode):
         stale = [s for t, n, s in rec.forwarded if n > 1 and rec.stale(s, t)]
         assert stale == [], f'{len(stale)} of {len(rec.forwarded)} forwarded chunks'
         age = convert.latency_of(a.latency, 'repr_age')
-        assert age.samples > 0 and age.max_ms <= cfg.repr_cache.ttl_ms  # read within the TTL
+        # read within the TTL the world expert announced (auto: its camera's period + 40 ms)
+        assert a.ttl_ms == pytest.approx(ttl_ms, abs=5.0)
+        assert age.samples > 0 and age.max_ms <= a.ttl_ms
         # one prefix per distinct observation (pixels and subtask); the π0 prefix's size
         assert w.calls_per_distinct_frame == pytest.approx(1.0)
         assert w.world_calls > 50

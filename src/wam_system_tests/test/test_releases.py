@@ -82,10 +82,10 @@ def test_a_release_name_becomes_a_parameter_overlay_for_the_bring_up(pairs, tmp_
 
 
 def test_the_drill_switches_rolls_back_and_stops_bad_canaries_safely():
-    from wam_system_tests.releases_drill import DRILL_TTL_MS, run
+    from wam_system_tests.releases_drill import run
 
     os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
-    out = run(1, 8.0, log=lambda m: None, ttl_ms=DRILL_TTL_MS)
+    out = run(1, 8.0, log=lambda m: None)
     s = out['summary']
     # the safety targets hold in every step
     assert s['mixed_version_ticks'] == 0

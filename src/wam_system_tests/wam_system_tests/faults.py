@@ -46,6 +46,7 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from robot_agent.stack import Stack, override
+from wam_core.cache.freshness import expected_ttl_ms, stale_bound_s
 from wam_core.common.clock import SHIFT_ENV, WallClock, injected_shift_ns, write_shift
 from wam_core.common.config import ActionExpertParams, HarnessParams, WorldExpertParams
 from wam_core.common.params import load_params
@@ -749,12 +750,13 @@ class FakeLLMServer:
 
 
 def accepted_version_and_max_age(config: str) -> tuple:
-    """The world-model version the action expert accepts, and TTL + one control period (s)."""
+    """The world-model version the action expert accepts, and the age past which a
+    published chunk is stale (``freshness.stale_bound_s``: TTL + one control period, s)."""
     world = load_params(config, 'world_expert', WorldExpertParams)
     action = load_params(config, 'action_expert', ActionExpertParams)
     return (
         read_manifest(resolve_path(world.model_dir)).version,
-        action.repr_cache.ttl_ms / 1e3 + action.control.period_s,
+        stale_bound_s(expected_ttl_ms(world, action), action.control.period_s),
     )
 
 

@@ -27,6 +27,7 @@ from wam_core.common.params import (
     REQUIRED,
     ConfigError,
     Leaf,
+    check_value,
     description_limits,
     from_flat,
     leaves,
@@ -55,6 +56,12 @@ def stack_parameter_names(joints: list[str] | None) -> set[str]:
 def descriptor(leaf: Leaf) -> ParameterDescriptor:
     """The ParameterDescriptor ``ros2 param describe`` shows for a schema leaf."""
     spec = leaf.spec
+    if spec.auto:  # a float or the string 'auto': ROS checks neither type nor range
+        return ParameterDescriptor(
+            description=spec.description,
+            additional_constraints=f"a float in [{spec.min}, {spec.max}], or 'auto'",
+            dynamic_typing=True,
+        )
     d = ParameterDescriptor(description=spec.description, type=_TYPES[leaf.kind].value)
     if spec.choices:
         d.additional_constraints = 'one of: ' + ', '.join(spec.choices)
@@ -120,9 +127,15 @@ class NodeParams:
             # until a parameter file or override gives it (read() then takes the default)
             value = _TYPES[leaf.kind]
         try:
-            self.node.declare_parameter(leaf.name, value, descriptor(leaf))
+            given = self.node.declare_parameter(leaf.name, value, descriptor(leaf)).value
         except (InvalidParameterTypeException, InvalidParameterValueException) as exc:
             self.errors.append(f'parameter {leaf.name}: {exc}')
+            return
+        if leaf.spec.auto:  # declared untyped: its type and range are checked here
+            try:
+                check_value(leaf, given)
+            except ConfigError as exc:
+                self.errors.append(str(exc))
 
     def read(self):
         """The validated schema, or ConfigError naming every bad parameter."""

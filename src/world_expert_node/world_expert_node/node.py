@@ -22,6 +22,7 @@ from rclpy.lifecycle import State, TransitionCallbackReturn
 from sensor_msgs.msg import Image, JointState
 
 from wam_core.cache.factory import open_cache_writer, ring_slots
+from wam_core.cache.freshness import Freshness
 from wam_core.cache.protocol import CacheError
 from wam_core.common.clock import wall_ns
 from wam_core.common.config import WorldExpertParams
@@ -177,12 +178,17 @@ class WorldExpertNode(LifecycleNode):
                         max_slots=spec.max_cache_slots,
                     )
                 self.caches[robot] = cache
+            # each robot's freshness bound (auto: its camera's period + timeout_ms)
+            self.freshness = {
+                r: Freshness(cfg.repr_cache.ttl_ms, cfg.expected_camera_hz, cfg.timeout_ms)
+                for r in self.robots
+            }
             self.encoders = {
                 r: FrameEncoder(
                     self.expert,
                     c,
                     cfg.timeout_ms,
-                    max_age_ms=cfg.repr_cache.ttl_ms,
+                    max_age_ms=self.freshness[r].ttl_ms,
                     max_future_ms=cfg.frame_checks.max_future_ms,
                     frozen_motion=cfg.frame_checks.frozen_motion_rad,
                 )
@@ -486,18 +492,22 @@ class WorldExpertNode(LifecycleNode):
         self._prompts[robot] = text
 
     def _on_image(self, robot: str, view: str, msg: Image) -> None:
-        if view == self.views[0]:  # the camera rate is the primary view's
+        primary = view == self.views[0]
+        if primary:  # the camera rate is the primary view's
             self._frame_rates[robot].tick(time.monotonic())
         stamp_ns = convert.stamp_to_ns(msg.header.stamp)
+        encoder = self.encoders[robot]
         try:
-            self.encoders[robot].check(
-                msg.encoding, msg.height, msg.width, msg.step, msg.data, stamp_ns
-            )
+            encoder.check(msg.encoding, msg.height, msg.width, msg.step, msg.data, stamp_ns)
         except ImageError as exc:
             self.get_logger().warning(
                 f'rejected camera frame{_of(robot)}: {exc}', throttle_duration_sec=1.0
             )
             return
+        if primary:  # the camera's period sets an auto TTL
+            fresh = self.freshness[robot]
+            fresh.observe(stamp_ns)
+            encoder.max_age_ns = fresh.ttl_ms * 1e6
         frame = Frame(
             msg.encoding,
             msg.height,
@@ -578,6 +588,7 @@ class WorldExpertNode(LifecycleNode):
         d.shape, d.dtype = list(e.shape), e.dtype
         d.views = list(self.views)
         d.encode_s = out.encode_ms / 1e3
+        d.ttl_ms = self.freshness[robot].ttl_ms
         return d
 
     def _status(self) -> WorldExpertStatus:
@@ -646,6 +657,8 @@ class WorldExpertNode(LifecycleNode):
                     rejected_frames=sum(e.rejected.values()),
                     release=self.robot_release.get(r, ''),
                     model_version=e.expert.version,
+                    camera_period_ms=self.freshness[r].camera.period_ms,
+                    ttl_ms=self.freshness[r].ttl_ms,
                 )
                 for r, e in self.encoders.items()
             ]

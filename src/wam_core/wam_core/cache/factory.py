@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .freshness import initial_ttl_ms
 from .inprocess import InProcessCache
 from .protocol import CacheError, CacheReader, CacheWriter
 from .shm import ShmRingReader, ShmRingWriter
@@ -33,7 +34,7 @@ def open_cache_writer(
     ``slot_shape`` and ``dtype`` (the world expert's spec), at most ``max_slots`` of them."""
     capacity = ring_slots(cfg.capacity, max_slots)
     if cfg.backend == 'inprocess':
-        return InProcessCache(capacity, cfg.ttl_ms, version)
+        return InProcessCache(capacity, initial_ttl_ms(cfg.ttl_ms), version)
     if cfg.backend == 'shm':
         return ShmRingWriter(
             segment_name(cfg.shm_name, robot), capacity, slot_shape, version, dtype, logger
@@ -64,17 +65,17 @@ def open_cache_writer(
 def open_cache_reader(cfg, robot: str = '') -> CacheReader:
     """An action expert's view of another process's cache (in-process readers share the writer)."""
     if cfg.backend == 'shm':
-        return ShmRingReader(segment_name(cfg.shm_name, robot), cfg.ttl_ms)
+        return ShmRingReader(segment_name(cfg.shm_name, robot), initial_ttl_ms(cfg.ttl_ms))
     if cfg.backend == 'cuda_ipc':
         from .cuda_ipc import CudaIpcRingReader
 
         return CudaIpcRingReader(
-            segment_name(cfg.shm_name, robot), cfg.ttl_ms, device=cfg.cuda_device
+            segment_name(cfg.shm_name, robot), initial_ttl_ms(cfg.ttl_ms), device=cfg.cuda_device
         )
     if cfg.backend == 'mooncake':
         from .mooncake import MooncakeReader
 
-        return MooncakeReader(cfg.mooncake, cfg.ttl_ms, robot)
+        return MooncakeReader(cfg.mooncake, initial_ttl_ms(cfg.ttl_ms), robot)
     raise CacheError(
         f'backend {cfg.backend!r} has no stand-alone reader; in-process readers share the writer'
     )

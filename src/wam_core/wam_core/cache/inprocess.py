@@ -46,6 +46,10 @@ class InProcessCache:
         self.version = version
         self.stats = ReadCounters()
 
+    def set_ttl_ms(self, ttl_ms: float) -> None:
+        """The freshness bound from now on (an auto TTL a descriptor announced)."""
+        self.ttl_ns = int(ttl_ms * 1e6)
+
     # writer side
     def set_model_version(self, version: str) -> None:
         if version != self.version:

@@ -287,6 +287,9 @@ class MooncakeReader:
     def capacity(self) -> int:
         return self.local.capacity
 
+    def set_ttl_ms(self, ttl_ms: float) -> None:
+        self.local.set_ttl_ms(ttl_ms)
+
     def prefetch(self, rep: RemoteRepresentation) -> None:
         with self._wake:
             if self._pending is not None:

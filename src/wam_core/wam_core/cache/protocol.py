@@ -3,7 +3,7 @@
 One writer (the world expert) puts each encoded observation into a ring of slots
 under the key ``{obs_fingerprint}:{model_version}``; many readers (action experts)
 read it. A reader uses an entry only if (1) its model version equals the reader's,
-(2) its observation is younger than ``ttl_ms`` and (3) its slot was not rewritten
+(2) its observation is younger than the TTL (``freshness``) and (3) its slot was not rewritten
 while it was read (a seqlock: the writer makes the sequence odd while writing, even
 when done). Every backend (``inprocess``, ``shm``; ``cuda_ipc`` on a GPU) implements
 ``CacheWriter`` and ``CacheReader`` and refuses reads with the same reasons.
@@ -162,4 +162,5 @@ class CacheReader(Protocol):
     ) -> ReadResult: ...
 
     def latest(self, version: str, copy_into: np.ndarray | None = None) -> ReadResult: ...
+    def set_ttl_ms(self, ttl_ms: float) -> None: ...
     def close(self) -> None: ...

@@ -414,6 +414,10 @@ class ShmRingReader:
         self.attach_error = ''  # why the last re-attach failed (reads refuse: no_segment)
         self.attach()
 
+    def set_ttl_ms(self, ttl_ms: float) -> None:
+        """The freshness bound from now on (an auto TTL a descriptor announced)."""
+        self.ttl_ns = int(ttl_ms * 1e6)
+
     def attach(self) -> bool:
         """(Re)map the segment. Returns False if there is no usable segment yet."""
         self._detach()

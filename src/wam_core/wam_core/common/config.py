@@ -152,11 +152,14 @@ class ReprCacheConfig:
         'cuda_ipc (GPU)',
         choices=CACHE_BACKENDS,
     )
-    ttl_ms: float = param(
-        50.0,
-        'oldest observation a reader uses, ms; the world expert refuses frames already older',
+    ttl_ms: float | str = param(
+        'auto',
+        'oldest observation a reader uses, ms; the world expert refuses frames already older. '
+        "auto: one camera period (measured from the stamps) plus the world expert's "
+        'timeout_ms, announced per robot in each descriptor',
         min=0.1,
         max=60000.0,
+        auto=True,
     )
     shm_name: str = param(
         'wam_repr',

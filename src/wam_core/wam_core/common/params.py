@@ -47,11 +47,17 @@ class ParamSpec:
     min: float | None = None  # inclusive, as ROS integer and floating-point ranges
     max: float | None = None
     choices: tuple[str, ...] = ()
+    auto: bool = False  # a float that may also be the string 'auto' (derived at run time)
 
 
-def param(default: Any, description: str, *, min=None, max=None, choices=()) -> Any:
-    """A schema leaf: its default (``REQUIRED`` for none) and its descriptor."""
-    meta = {PARAM: ParamSpec(description, min, max, tuple(choices))}
+AUTO = 'auto'
+
+
+def param(default: Any, description: str, *, min=None, max=None, choices=(), auto=False) -> Any:
+    """A schema leaf: its default (``REQUIRED`` for none) and its descriptor. ``auto``:
+    a float parameter that also takes the string ``'auto'`` (its reader derives the
+    value, e.g. the cache TTL from the camera; ROS declares it dynamically typed)."""
+    meta = {PARAM: ParamSpec(description, min, max, tuple(choices), auto)}
     if default is REQUIRED:
         return field(metadata=meta)
     if isinstance(default, list):
@@ -116,7 +122,9 @@ def _leaves(cls: type, default_obj: Any, prefix: str, joints: list[str], joint_d
                 block = joint_defaults.get(joint, value.get(joint))
                 yield from _leaves(item_cls, block, f'{name}.{joint}.', joints, joint_defaults)
         elif PARAM in f.metadata:
-            yield Leaf(name, value, _kind(value, str(f.type)), f.metadata[PARAM])
+            spec = f.metadata[PARAM]
+            kind = float if spec.auto else _kind(value, str(f.type))
+            yield Leaf(name, value, kind, spec)
         elif dataclasses.is_dataclass(value):
             yield from _leaves(type(value), value, name + '.', joints, joint_defaults)
 
@@ -126,6 +134,8 @@ def check_value(leaf: Leaf, value: Any) -> Any:
     spec, kind = leaf.spec, leaf.kind
     if value is None or value is REQUIRED:
         raise ConfigError(f'parameter {leaf.name} is not set ({spec.description})')
+    if spec.auto and value == AUTO:
+        return value
     ok = {
         bool: isinstance(value, bool),
         int: isinstance(value, int) and not isinstance(value, bool),
@@ -137,6 +147,9 @@ def check_value(leaf: Leaf, value: Any) -> Any:
         want = {list: 'a list of strings', float: 'a float (write 50.0, not 50)'}.get(
             kind, f'a {kind.__name__}'
         )
+        if spec.auto:
+            want += " or 'auto'"
+
         raise ConfigError(f'parameter {leaf.name} must be {want}, got {value!r}')
     if kind in (int, float):
         if kind is float and not math.isfinite(value):
