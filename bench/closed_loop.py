@@ -5,13 +5,20 @@ Runs the multi-process stack on the simulated robot (physics, rendering and the
 robot's topics in this process) for --seconds and reads the action expert's
 /diagnostics: obs_to_action (camera frame stamp -> first chunk computed from that
 frame's representation), tick and timer period under simulation load. Then the
-scripted IK expert's success rate over --episodes seeded episodes.
+scripted IK expert's success rate over --episodes seeded episodes. Then ``make demo``'s
+task --demo-runs times in each mode (single process, then a process per node): each
+run's degraded-tick share and its reasons; ``degraded_share`` is the single-process
+demo's worst run.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
+import tempfile
 
 from robot_agent.stack import Stack
 from wam_core.common.paths import default_config
@@ -27,6 +34,7 @@ def main() -> int:
     ap.add_argument('--seconds', type=float, default=30.0)
     ap.add_argument('--episodes', type=int, default=100)
     ap.add_argument('--mode', default='multi')
+    ap.add_argument('--demo-runs', type=int, default=5, help="make demo's task, per mode")
     args = ap.parse_args()
 
     print(f'{args.mode}-process stack on the simulator for {args.seconds:.0f} s ...', flush=True)
@@ -52,6 +60,11 @@ def main() -> int:
         'seconds': args.seconds,
         'episodes': args.episodes,
     }
+    demo = {m: demo_runs(m, args.demo_runs) for m in ('single', 'multi') if args.demo_runs}
+    if demo:
+        out['demo'] = demo
+        # a run that failed to report counts as wholly degraded
+        out['degraded_share'] = max(r.get('degraded_share', 1.0) for r in demo['single'])
     path = update_report('closed_loop', out)
     print()
     print(
@@ -64,6 +77,39 @@ def main() -> int:
     print(f'{"scripted expert success":32}{ok:8d} / {args.episodes}')
     print(f'\nwrote {path}')
     return 0
+
+
+def demo_runs(mode: str, runs: int) -> list[dict]:
+    """``make demo``'s task (``python -m robot_agent.stack``) ``runs`` times in ``mode``:
+    per run its success, degraded-tick share and reasons, chunk rate and TTL."""
+    out = []
+    for i in range(runs):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, 'run.json')
+            cmd = [sys.executable, '-m', 'robot_agent.stack', '--mode', mode, '--json', path]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            if proc.returncode != 0 or not os.path.exists(path):
+                out.append({'error': f'exit {proc.returncode}: {proc.stderr[-300:]}'})
+                continue
+            with open(path, encoding='utf-8') as fh:
+                s = json.load(fh)
+        r = {
+            'success': s['success'],
+            'degraded_share': s['degraded_ticks'] / s['ticks'],
+            'degraded_by_reason': s['degraded_by_reason'],
+            'ticks': s['ticks'],
+            'chunk_hz': s['chunk_hz'],
+            'ttl_ms': s['ttl_ms'],
+            'period_ms_p99': s['period_p99'],
+        }
+        out.append(r)
+        print(
+            f'demo {mode} {i + 1}/{runs}: success {r["success"]}, degraded '
+            f'{r["degraded_share"] * 100:.1f}% {r["degraded_by_reason"]}, chunks '
+            f'{r["chunk_hz"]:.1f} Hz, TTL {r["ttl_ms"]:.1f} ms',
+            flush=True,
+        )
+    return out
 
 
 if __name__ == '__main__':

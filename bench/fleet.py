@@ -56,23 +56,6 @@ def _counts(fleet: Fleet) -> dict[str, tuple[float, float]]:
     return out
 
 
-def _cpu_seconds(fleet: Fleet) -> dict[str, float]:
-    """CPU time so far by role: the world expert, the action experts, the harnesses (the
-    gates), the task managers, and this process (the synthetic robots and the monitors)."""
-    import psutil
-
-    out = {'world': 0.0, 'action': 0.0, 'harness': 0.0, 'task': 0.0, 'robots_and_monitors': 0.0}
-    procs = [('robots_and_monitors', os.getpid())]
-    procs += [(key.rsplit('/', 1)[-1], p.pid) for key, p in fleet.children.items()]
-    for role, pid in procs:
-        try:
-            t = psutil.Process(pid).cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        out[role] += t.user + t.system
-    return out
-
-
 def _worst(values: list[float]) -> float:
     finite = [v for v in values if math.isfinite(v)]
     return max(finite) if finite else float('nan')
@@ -95,10 +78,15 @@ def measure(
         fleet.wait_ready(300)
         up_s = time.monotonic() - t_start
         fleet.spin_for(warmup)
-        before, cpu0 = _counts(fleet), _cpu_seconds(fleet)
+        before, cpu0 = _counts(fleet), fleet.cpu_seconds_by_role()
         fleet.spin_for(seconds)
-        after, cpu1 = _counts(fleet), _cpu_seconds(fleet)
+        after, cpu1 = _counts(fleet), fleet.cpu_seconds_by_role()
+        ttl = _worst([fleet.monitors[r].action.ttl_ms for r in fleet.names])
         stats = {r: fleet.robot_stats(r) for r in fleet.names}
+        reasons: dict[str, int] = {}
+        for r in fleet.names:
+            for rc in fleet.monitors[r].action.degraded:
+                reasons[rc.reason] = reasons.get(rc.reason, 0) + int(rc.count)
         mem = fleet.memory_mb()
         batch = fleet.batch_mean()
     finally:
@@ -125,8 +113,13 @@ def measure(
         'fetch_ms_p99': _worst([s['fetch_ms_p99'] for s in stats.values()]),
         'cache_read_ms_p50': _worst([s['cache_read_ms_p50'] for s in stats.values()]),
         'bring_up_s': up_s,
-        # where the time goes: CPU cores used by role over the measured window (2 here)
-        'cpu_cores_by_role': {k: (cpu1[k] - cpu0[k]) / seconds for k in cpu0},
+        # where the time goes: CPU cores used by role over the measured window (2 here);
+        # 'robots' is this process: the synthetic robots and the monitors
+        'cpu_cores': {k: (cpu1[k] - cpu0[k]) / seconds for k in cpu0},
+        # the layout: one world expert for the fleet, an action-expert process per robot
+        'instances': {'world': 1, 'action': n, 'robots_per_action_instance': 1},
+        'ttl_ms': ttl,
+        'degraded_by_reason_since_bring_up': reasons,
         'world_encode_ms_p50': _worst([s['encode_ms_p50'] for s in stats.values()]),
         'world_encode_ms_p99': _worst([s['encode_ms_p99'] for s in stats.values()]),
         'capture_to_published_ms_p50': _worst(
@@ -175,7 +168,7 @@ def curve(counts: list[int], args, tag: str, extra: list[str] | None = None):
             f'{r["world_calls_per_frame"]:.2f}, batch {r["batch_mean"]:.2f}, degraded '
             f'{r["degraded_share"] * 100:.1f}%, memory RSS {r["rss_mb_total"]:.0f} MB / PSS '
             f'{r["pss_mb_total"]:.0f} MB; CPU cores '
-            + ', '.join(f'{k} {v:.2f}' for k, v in r['cpu_cores_by_role'].items())
+            + ', '.join(f'{k} {v:.2f}' for k, v in r['cpu_cores'].items())
             + f'; world encode p50/p99 {r["world_encode_ms_p50"]:.1f}/'
             f'{r["world_encode_ms_p99"]:.1f} ms, camera stamp -> descriptor p50/p99 '
             f'{r["capture_to_published_ms_p50"]:.1f}/{r["capture_to_published_ms_p99"]:.1f} ms'
@@ -186,6 +179,25 @@ def curve(counts: list[int], args, tag: str, extra: list[str] | None = None):
     # the largest N below the first failing one: a fleet grows one robot at a time
     capacity = max([n for n in counts if not failing or n < failing[0]], default=0)
     return per_n, capacity, failing[0] if failing else None
+
+
+def capacity_plan(one_view: bool) -> dict:
+    """The capacity planner's prediction for this machine (``robot_agent.capacity``)."""
+    from robot_agent.capacity import run
+
+    tag = 'planner one view' if one_view else 'planner'
+    return run(one_view, log=lambda m: print(f'[{tag}] {m}', flush=True))
+
+
+def planner_section(planned: dict, measured: int) -> dict:
+    """The prediction beside the measured capacity: within 25 % of it (0 only for 0)."""
+    predicted = planned['predicted_robots']
+    return {
+        'predicted_robots': predicted,
+        'measured_robots': measured,
+        'within_25pct': abs(predicted - measured) <= 0.25 * measured,
+        'plan': planned,
+    }
 
 
 def main(argv=None) -> int:
@@ -199,8 +211,10 @@ def main(argv=None) -> int:
         default='1,2,4',
         help="the curve again with a one-view world expert ('': skip)",
     )
+    ap.add_argument('--no-planner', action='store_true', help='skip the capacity planner')
     args = ap.parse_args(argv)
     counts = [int(x) for x in args.robots.split(',')]
+    planned = None if args.no_planner else capacity_plan(False)
     per_n, capacity, first = curve(counts, args, 'fleet')
     base = per_n[str(counts[0])]
     per_robot_mb = {
@@ -220,12 +234,16 @@ def main(argv=None) -> int:
         'camera_hz': 30.0,
         'image_px': 128,
         'views': ['front', 'wrist'],  # the shipped world expert's
+        'ttl_ms': per_n[str(counts[0])]['ttl_ms'],  # repr_cache.ttl_ms as the robots used it
     }
+    if planned is not None:
+        fleet_section['planner'] = planner_section(planned, capacity)
     update_report('fleet', fleet_section)  # now: the one-view curve adds to it
     if args.one_view_robots:
         # the same curve with a world expert half as costly: one view (a seeded pair of the
         # same architecture on the front camera), to show what the world expert's cost
         # does to the capacity
+        ov_planned = None if args.no_planner else capacity_plan(True)
         with tempfile.TemporaryDirectory() as tmp:
             ov_counts = [int(x) for x in args.one_view_robots.split(',')]
             ov_per_n, ov_capacity, ov_first = curve(
@@ -238,8 +256,20 @@ def main(argv=None) -> int:
             'first_failing_n': ov_first,
             'first_failing_misses': ov_per_n[str(ov_first)]['misses'] if ov_first else [],
         }
+        if ov_planned is not None:
+            fleet_section['planner']['one_view'] = planner_section(ov_planned, ov_capacity)
     update_report('fleet', fleet_section)
     print(f'[fleet] capacity_robots = {capacity}; PSS per added robot {per_robot_mb}', flush=True)
+    for key, sec in (
+        ('', fleet_section.get('planner')),
+        (' one view', (fleet_section.get('planner') or {}).get('one_view')),
+    ):
+        if sec:
+            print(
+                f'[fleet{key}] planner predicted {sec["predicted_robots"]}, measured '
+                f'{sec["measured_robots"]}',
+                flush=True,
+            )
     if 'one_view' in fleet_section:
         print(
             f'[fleet one view] capacity_robots = {fleet_section["one_view"]["capacity_robots"]}',

@@ -320,6 +320,24 @@ class Fleet(BringUp):
         w = next(iter(self.monitors.values())).world
         return NAN if w is None else float(w.batch_mean)
 
+    def cpu_seconds_by_role(self) -> dict[str, float]:
+        """CPU time so far by role: the world expert, the action experts, the harnesses
+        (gates and task managers) and this process (the synthetic robots and the monitors:
+        'robots'). A difference of two readings over a window is cores used."""
+        roles = {'world': 'world', 'action': 'action', 'harness': 'harness', 'task': 'harness'}
+        out = {'world': 0.0, 'action': 0.0, 'harness': 0.0, 'robots': 0.0}
+        procs = [('robots', os.getpid())]
+        procs += [
+            (roles.get(k.rsplit('/', 1)[-1], 'robots'), p.pid) for k, p in self.children.items()
+        ]
+        for role, pid in procs:
+            try:
+                t = psutil.Process(pid).cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            out[role] += t.user + t.system
+        return out
+
     def memory_mb(self) -> dict[str, float]:
         """Resident memory of this process and every child together: RSS summed (counts
         the shared libraries once per process) and PSS summed (shares them out: what the

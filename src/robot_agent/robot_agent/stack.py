@@ -609,8 +609,14 @@ def main(argv=None) -> int:
         if args.histogram:
             write_histogram(stack, args.histogram)
         if args.json:
+            agent = stack.agent.agent if stack.agent is not None else None
+            out = {
+                **stack.stats(),
+                'degraded_by_reason': stack.degraded_by_reason(),
+                'success': None if agent is None else agent.state == 'DONE',
+            }
             with open(args.json, 'w') as fh:
-                json.dump(stack.stats(), fh, indent=2)
+                json.dump(out, fh, indent=2)
     except KeyboardInterrupt:
         pass
     finally:

@@ -1,0 +1,196 @@
+"""Capacity planner: how many robots this host carries with a model pair, and how many
+world and action instances N robots need.
+
+    python -m robot_agent.capacity [--one-view] [--seconds 20] [--utilization 0.7]
+                                   [--redundancy 0] [--robots 1,2,4,8] [--json FILE]
+
+It measures the pair's unit costs here (``wam_core.serving.capacity``: world encode at
+batch 1/2/4/8, action prepare and decode, the gate's check of a chunk), then one
+synthetic robot's processes for ``--seconds`` (the shm cache, as ``bench/fleet.py``
+runs them) for what a robot costs besides the models' arithmetic, and prints the
+predicted cores by role and instances for each N, and the host's capacity.
+``--one-view``: a seeded one-view pair of the same architecture on the front camera.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+
+from wam_core.common.config import ActionExpertParams, HarnessParams, WorldExpertParams
+from wam_core.common.params import load_params
+from wam_core.common.paths import default_config, resolve_path
+from wam_core.control.limits import ClampGate
+from wam_core.models.precision import resolve_precision
+from wam_core.models.registry import load_action_expert, load_world_expert
+from wam_core.serving import capacity as cap
+
+CAMERA_HZ = 30.0  # the synthetic robots' cameras, as bench/fleet.py runs them
+
+
+def one_view_pair(tmp: str) -> tuple[str, list[str]]:
+    """A seeded one-view pair and the overlay that serves it on the front camera alone."""
+    from wam_core.models.default_models import write_default_models
+
+    info = write_default_models(tmp, views=('front',))
+    path = os.path.join(tmp, 'one_view.yaml')
+    with open(path, 'w', encoding='utf-8') as fh:
+        fh.write(
+            f"/**/world_expert:\n  ros__parameters:\n    model_dir: '{info['world_dir']}'\n"
+            f"/**/action_expert:\n  ros__parameters:\n    model_dir: '{info['action_dir']}'\n"
+            '/**/synthetic_robot:\n  ros__parameters:\n    cameras: [front]\n'
+        )
+    return path, ['--params-file', path]
+
+
+def measure_pair(param_files: list[str], log=print) -> cap.ComputeCosts:
+    from wam_sim.synthetic import SyntheticScene
+
+    world_cfg = load_params(param_files, 'world_expert', WorldExpertParams)
+    action_cfg = load_params(param_files, 'action_expert', ActionExpertParams)
+    harness = load_params(param_files, 'harness', HarnessParams)
+    world = load_world_expert(
+        resolve_path(world_cfg.model_dir), resolve_precision(world_cfg.precision)
+    )
+    action = load_action_expert(resolve_path(action_cfg.model_dir), action_cfg.precision)
+    gate = ClampGate(harness.robot.joint_names, harness.joint_limits, harness.control.period_s)
+    scene = SyntheticScene(128)
+    frames = [scene.frame(i) for i in range(max(cap.BATCHES))]
+    log(f'unit costs of {world.version} + {action.version}:')
+    return cap.measure_compute(world, action, gate, frames, log=log)
+
+
+def measure_robot_overheads(
+    costs: cap.ComputeCosts, extra: list[str], seconds: float, warmup: float, log=print
+) -> tuple[cap.RobotOverheads, dict[str, float]]:
+    """One synthetic robot's processes for ``seconds``: cores by role, less the compute."""
+    from robot_agent.fleet import Fleet
+
+    os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
+    log(f'one robot with its processes: {warmup:.0f} s warm-up, {seconds:.0f} s measured ...')
+    shm = f'wam_capacity_{os.getpid()}'
+    fleet = Fleet(
+        1, 'multi', robot='synthetic', extra_args=['-p', f'repr_cache.shm_name:={shm}', *extra]
+    )
+    try:
+        fleet.wait_ready(300)
+        fleet.spin_for(warmup)
+        cpu0 = fleet.cpu_seconds_by_role()
+        fleet.spin_for(seconds)
+        cpu1 = fleet.cpu_seconds_by_role()
+    finally:
+        fleet.shutdown()
+    cores = {k: (cpu1[k] - cpu0[k]) / seconds for k in cpu0}
+    log('  cores by role: ' + ', '.join(f'{k} {v:.3f}' for k, v in cores.items()))
+    return cap.overheads_from(cores, 1, costs, CAMERA_HZ), cores
+
+
+def run(
+    one_view: bool = False,
+    seconds: float = 20.0,
+    warmup: float = 8.0,
+    host_cores: float | None = None,
+    utilization: float = 0.7,
+    redundancy: float = 0.0,
+    robots=(1, 2, 4, 8),
+    log=print,
+) -> dict:
+    """Measure and predict; the result as a dict (what ``--json`` writes)."""
+    host_cores = float(host_cores or os.cpu_count() or 1)
+    world_cfg = load_params(default_config(), 'world_expert', WorldExpertParams)
+    with tempfile.TemporaryDirectory() as tmp:
+        files, extra = [default_config()], []
+        if one_view:
+            path, extra = one_view_pair(tmp)
+            files.append(path)
+        costs = measure_pair(files, log)
+        overheads, measured = measure_robot_overheads(costs, extra, seconds, warmup, log)
+    kw = dict(
+        camera_hz=CAMERA_HZ,
+        utilization=utilization,
+        redundancy=redundancy,
+        max_batch=world_cfg.batch.max_size,
+    )
+    plans = {n: cap.plan(n, costs, overheads, host_cores, **kw) for n in robots}
+    capacity = cap.host_capacity(costs, overheads, host_cores, **kw)
+    log(
+        'per robot beyond the models: '
+        + ', '.join(f'{k} {v:.3f}' for k, v in overheads.cores.items())
+        + ' cores'
+    )
+    log(
+        f'{"N":>3} {"batch":>5} {"encoder":>7} {"cores":>6}  world/action/harness/robots  inst w/a'
+    )
+    for n, p in plans.items():
+        c = p.cores
+        log(
+            f'{n:>3} {p.world_batch:5.2f} {p.world_thread_load:7.2f} {p.total_cores:6.2f}  '
+            f'{c["world"]:.2f}/{c["action"]:.2f}/{c["harness"]:.2f}/{c["robots"]:.2f}'
+            f'{"":>9}{p.world_instances}/{p.action_instances}'
+            + ('' if p.fits else f'  does not fit: {p.why_not}')
+        )
+    log(
+        f'predicted capacity: {capacity} robot(s) on {host_cores:g} cores at '
+        f'{utilization:g} utilization ({"one view" if one_view else "shipped two-view pair"})'
+    )
+    return {
+        'predicted_robots': capacity,
+        'host_cores': host_cores,
+        'utilization': utilization,
+        'redundancy': redundancy,
+        'views': costs.views,
+        'unit_costs': cap.as_dict(costs),
+        'per_robot_overhead_cores': overheads.cores,
+        'measured_one_robot_cores': measured,
+        'per_n': {str(n): cap.as_dict(p) for n, p in plans.items()},
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument('--one-view', action='store_true', help='a one-view pair (front camera)')
+    ap.add_argument('--seconds', type=float, default=20.0, help='one robot measured, s')
+    ap.add_argument('--warmup', type=float, default=8.0)
+    ap.add_argument('--host-cores', type=float, default=None, help='default: this machine')
+    ap.add_argument(
+        '--utilization',
+        type=float,
+        default=0.7,
+        help='share of the cores (and of the encoder thread) the plan may use',
+    )
+    ap.add_argument('--redundancy', type=float, default=0.0, help='spare instances, 0.5 = +50%%')
+    ap.add_argument('--robots', default='1,2,4,8')
+    ap.add_argument('--json', default='', help='write the result here')
+    args = ap.parse_args(argv)
+    if not 0 < args.utilization <= 1:
+        ap.error('--utilization must be in (0, 1]')
+    if args.redundancy < 0:
+        ap.error('--redundancy must be >= 0')
+    try:
+        robots = tuple(int(x) for x in args.robots.split(',') if x)
+    except ValueError:
+        ap.error(f'--robots must be a comma-separated list of counts, got {args.robots!r}')
+    out = run(
+        args.one_view,
+        args.seconds,
+        args.warmup,
+        args.host_cores,
+        args.utilization,
+        args.redundancy,
+        robots,
+        log=lambda m: print(m, flush=True),
+    )
+    if args.json:
+        with open(args.json, 'w', encoding='utf-8') as fh:
+            json.dump(out, fh, indent=2)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

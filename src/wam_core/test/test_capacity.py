@@ -1,0 +1,69 @@
+"""The capacity planner's arithmetic (issue 26, item 4): the sizing rule, the world
+expert's queue batch, and the host's capacity from unit costs and per-robot overheads."""
+
+import math
+
+import pytest
+
+from wam_core.serving.capacity import (
+    ComputeCosts,
+    RobotOverheads,
+    encode_at,
+    host_capacity,
+    overheads_from,
+    plan,
+    queue_batch,
+)
+
+# a world expert that batches well: 6 ms alone, 12 ms for four
+COSTS = ComputeCosts({1: 6.0, 2: 8.0, 4: 12.0, 8: 20.0}, 0.1, 0.4, 0.1, views=2)
+NO_OVERHEAD = RobotOverheads()
+
+
+def test_encode_cost_is_interpolated_between_measured_batches():
+    assert encode_at(COSTS, 1) == 6.0 and encode_at(COSTS, 3) == pytest.approx(10.0)
+
+
+def test_the_queue_forms_the_batch_of_frames_arriving_during_one_encode():
+    assert queue_batch(COSTS, 30.0, 8) == 1.0  # 30 frames/s x 6 ms: under one frame
+    b = queue_batch(COSTS, 400.0, 8)
+    # a fixed point: the frames arriving while that batch encodes
+    assert b == pytest.approx(400.0 * encode_at(COSTS, b) / 1e3, rel=1e-2)
+    assert queue_batch(COSTS, 5000.0, 4) == 4.0  # capped at batch.max_size
+
+
+def test_cores_grow_with_robots_and_instances_follow_the_sizing_rule():
+    p1 = plan(1, COSTS, NO_OVERHEAD, 2.0)
+    p4 = plan(4, COSTS, NO_OVERHEAD, 2.0)
+    assert p4.total_cores > 3 * p1.total_cores
+    # action: 50 ticks/s x (0.4 + 0.1 x 30/50) ms = 2.3 % of a core per robot; one
+    # instance at 70 % utilization carries ~30 robots, with 100 % redundancy two
+    assert plan(20, COSTS, NO_OVERHEAD, 64.0).action_instances == 1
+    assert plan(20, COSTS, NO_OVERHEAD, 64.0, redundancy=1.0).action_instances == 2
+    assert plan(40, COSTS, NO_OVERHEAD, 64.0).action_instances == 2
+
+
+def test_a_host_fits_robots_until_its_cores_or_the_encoder_thread_run_out():
+    heavy = RobotOverheads({'world': 0.1, 'action': 0.2, 'harness': 0.1, 'robots': 0.2})
+    n = host_capacity(COSTS, heavy, 2.0)
+    assert plan(n, COSTS, heavy, 2.0).fits and not plan(n + 1, COSTS, heavy, 2.0).fits
+    assert 'cores' in plan(n + 1, COSTS, heavy, 2.0).why_not
+    assert host_capacity(COSTS, heavy, 4.0) > n  # more cores, more robots
+    # with cores to spare the one encoder thread is the limit
+    big = host_capacity(COSTS, NO_OVERHEAD, 256.0)
+    assert 'encoder thread' in plan(big + 1, COSTS, NO_OVERHEAD, 256.0).why_not
+    assert host_capacity(COSTS, RobotOverheads({'robots': 5.0}), 2.0) == 0
+
+
+def test_overheads_are_what_a_measured_robot_costs_beyond_the_compute():
+    model = plan(1, COSTS, NO_OVERHEAD, math.inf)
+    measured = {k: model.cores[k] + 0.05 for k in model.cores}
+    measured['robots'] = 0.3
+    over = overheads_from(measured, 1, COSTS)
+    assert over.cores['world'] == pytest.approx(0.05)
+    assert over.cores['robots'] == pytest.approx(0.3)
+    # a role measured below its compute (noise) costs nothing extra, never less
+    assert overheads_from({'world': 0.0}, 1, COSTS).cores['world'] == 0.0
+    # and the plan of the measured robot reproduces the measurement
+    again = plan(1, COSTS, over, 2.0)
+    assert again.total_cores == pytest.approx(sum(measured.values()))

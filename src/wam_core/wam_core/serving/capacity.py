@@ -1,0 +1,203 @@
+"""Capacity planning: how many robots one host carries, and how many instances N need.
+
+The unit costs of a model pair are measured on this machine (``measure_compute``): the
+world expert's forward at batch 1, 2, 4 and 8, the action expert's prepare (once per new
+representation) and decode (every tick), the clamping gate's check of one chunk. What a
+robot costs besides the models' arithmetic (its simulator and cameras, the nodes'
+messages, executors and diagnostics) is measured by the caller from one robot's
+processes (``RobotOverheads``: CPU cores by role minus the compute above).
+
+The prediction follows the design documents' sizing rule, per expert:
+
+    instances = peak rate / per-instance throughput * (1 + redundancy)
+
+with the world expert's per-instance throughput at the batch its queue forms (frames
+arriving while one batch encodes make up the next: b = max(1, rate * encode(b)), solved
+as a fixed point over the measured batch sizes), and a host carries N robots while both
+(1) every core-consuming role together stays within ``utilization`` of the host's cores
+and (2) the world expert's encoder thread stays within ``utilization`` of one core (its
+queue, not the core count, sets the representation's latency). ``utilization`` is the
+headroom a 50 Hz loop needs beside the rest: ticks and encodes that wait for a core turn
+into late or stale representations long before the cores are 100 % busy.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+ROLES = ('world', 'action', 'harness', 'robots')
+BATCHES = (1, 2, 4, 8)
+
+
+@dataclass
+class ComputeCosts:
+    """Single-thread milliseconds of the models' and the gate's arithmetic."""
+
+    encode_ms: dict[int, float]  # world forward at batch b (the whole batch)
+    prepare_ms: float  # action expert, once per new representation
+    decode_ms: float  # action expert, every tick
+    gate_ms: float  # the clamping gate, one chunk
+    views: int = 1
+
+
+@dataclass
+class RobotOverheads:
+    """Cores one robot costs per role beyond ``ComputeCosts`` (measured from one robot)."""
+
+    cores: dict[str, float] = field(default_factory=lambda: dict.fromkeys(ROLES, 0.0))
+
+
+@dataclass
+class Plan:
+    robots: int
+    world_batch: float
+    world_thread_load: float  # share of one core the encoder thread is busy
+    cores: dict[str, float]  # by role
+    total_cores: float
+    world_instances: int
+    action_instances: int
+    fits: bool
+    why_not: str = ''
+
+
+def encode_at(costs: ComputeCosts, batch: float) -> float:
+    """Encode ms of a batch of ``batch`` frames, interpolated over the measured sizes."""
+    sizes = sorted(costs.encode_ms)
+    return float(np.interp(batch, sizes, [costs.encode_ms[b] for b in sizes]))
+
+
+def queue_batch(costs: ComputeCosts, frames_per_s: float, max_batch: int) -> float:
+    """The batch the world expert's queue forms: the frames that arrive while one batch
+    encodes (at least one, at most ``max_batch``), as a fixed point."""
+    b = 1.0
+    for _ in range(50):
+        nxt = min(float(max_batch), max(1.0, frames_per_s * encode_at(costs, b) / 1e3))
+        if abs(nxt - b) < 1e-3:
+            break
+        b = nxt
+    return b
+
+
+def plan(
+    robots: int,
+    costs: ComputeCosts,
+    overheads: RobotOverheads,
+    host_cores: float,
+    camera_hz: float = 30.0,
+    control_hz: float = 50.0,
+    utilization: float = 0.7,
+    redundancy: float = 0.0,
+    max_batch: int = 4,
+) -> Plan:
+    """What ``robots`` robots cost on one host, and the instances they need."""
+    frames = robots * camera_hz
+    b = queue_batch(costs, frames, max_batch)
+    world_load = frames * encode_at(costs, b) / b / 1e3  # cores of the encoder thread
+    per_robot = {
+        'world': 0.0,
+        'action': (camera_hz * costs.prepare_ms + control_hz * costs.decode_ms) / 1e3,
+        'harness': control_hz * costs.gate_ms / 1e3,
+        'robots': 0.0,
+    }
+    cores = {role: robots * (per_robot[role] + overheads.cores.get(role, 0.0)) for role in ROLES}
+    cores['world'] += world_load
+    total = sum(cores.values())
+    # the design documents' rule: peak rate / per-instance throughput * (1 + redundancy);
+    # an instance's throughput is what its one thread does within the utilization
+    world_tput = utilization * 1e3 * b / encode_at(costs, b)  # frames/s per world instance
+    action_tick_ms = costs.decode_ms + costs.prepare_ms * camera_hz / control_hz
+    action_tput = utilization * 1e3 / action_tick_ms  # robot ticks/s per action instance
+    world_inst = max(1, math.ceil(frames / world_tput * (1 + redundancy) - 1e-9))
+    action_inst = max(1, math.ceil(robots * control_hz / action_tput * (1 + redundancy) - 1e-9))
+    why = []
+    if total > utilization * host_cores:
+        why.append(f'{total:.2f} cores > {utilization:g} x {host_cores:g}')
+    if world_load > utilization:
+        why.append(f'world encoder thread {world_load:.2f} of a core > {utilization:g}')
+    return Plan(
+        robots,
+        b,
+        world_load,
+        cores,
+        total,
+        world_inst,
+        action_inst,
+        not why,
+        '; '.join(why),
+    )
+
+
+def host_capacity(costs: ComputeCosts, overheads: RobotOverheads, host_cores: float, **kw) -> int:
+    """The most robots one host carries (0: not even one)."""
+    n = 0
+    while n < 256 and plan(n + 1, costs, overheads, host_cores, **kw).fits:
+        n += 1
+    return n
+
+
+def overheads_from(
+    cores_by_role: dict[str, float],
+    robots: int,
+    costs: ComputeCosts,
+    camera_hz: float = 30.0,
+    control_hz: float = 50.0,
+) -> RobotOverheads:
+    """Per-robot overheads from a measured run of ``robots`` robots: each role's cores
+    less the compute ``plan`` counts for it (never below zero)."""
+    model = plan(robots, costs, RobotOverheads(), math.inf, camera_hz, control_hz)
+    return RobotOverheads(
+        {
+            role: max(0.0, (cores_by_role.get(role, 0.0) - model.cores[role]) / robots)
+            for role in ROLES
+        }
+    )
+
+
+def _best_ms(fn, repeats: int) -> float:
+    """Median single-call milliseconds of ``fn`` (after one untimed call)."""
+    fn()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.thread_time()
+        fn()
+        samples.append((time.thread_time() - t0) * 1e3)
+    return float(np.median(samples))
+
+
+def measure_compute(world, action, gate, frames, repeats: int = 40, log=print) -> ComputeCosts:
+    """Unit costs of a loaded pair (``world``, ``action``: the experts; ``gate``: a
+    ClampGate for the robot; ``frames``: at least 8 HxWx3 uint8 camera frames) in CPU
+    time of this thread, torch at one intra-op thread as the nodes run it."""
+    import torch
+
+    from ..models.contract import Observation
+
+    torch.set_num_threads(1)
+    views = world.spec.view_names
+    obs = [Observation(dict.fromkeys(views, f)) for f in frames[: max(BATCHES)]]
+    encode = {}
+    with torch.inference_mode():
+        for b in BATCHES:
+            encode[b] = _best_ms(lambda b=b: world.encode_batch(obs[:b]), repeats)
+            log(f'  world encode, batch {b}: {encode[b]:.2f} ms')
+        rep = torch.from_numpy(world.encode(obs[0])).unsqueeze(0).to(action.dtype)
+        joints = torch.zeros(1, len(action.spec.joint_names), dtype=action.dtype)
+        cond = torch.zeros(1, action.spec.conditioning_dim, dtype=action.dtype)
+        prepare = _best_ms(lambda: action.prepare(rep), repeats)
+        prepared = action.prepare(rep)
+        decode = _best_ms(lambda: action.decode(prepared, joints, cond), repeats)
+        chunk = action.decode(prepared, joints, cond)[0].float().numpy().astype(np.float64)
+    log(f'  action prepare {prepare:.2f} ms, decode {decode:.2f} ms')
+    times = np.arange(1, chunk.shape[0] + 1) * gate.period_s
+    names, current = gate.joint_names, chunk[0]
+    gate_ms = _best_ms(lambda: gate.apply(names, chunk, times, current), repeats * 5)
+    log(f'  gate check of one chunk {gate_ms:.3f} ms')
+    return ComputeCosts(encode, prepare, decode, gate_ms, len(views))
+
+
+def as_dict(obj) -> dict:
+    return asdict(obj)
