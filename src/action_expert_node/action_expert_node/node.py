@@ -69,6 +69,7 @@ from wam_util.diagnostics import NodeDiagnostics
 from wam_util.executors import run_node
 from wam_util.metrics import NodeMetrics
 from wam_util.params import NodeParams
+from wam_util.quiet_log import QuietLog
 from wam_util.status import TypedStatus
 
 
@@ -112,6 +113,8 @@ class ActionExpertNode(LifecycleNode):
         self._last_fire = None
         self.rejected = {}
         self.last_reason = ''
+        # degraded ticks and rejected inputs: the first at once, then one line a second
+        self.quiet = QuietLog(self.get_logger())
         self._out_rate = RateMeter()
         self._joint_rate = RateMeter()
         self._repr_rate = RateMeter()
@@ -488,7 +491,7 @@ class ActionExpertNode(LifecycleNode):
     # inputs -------------------------------------------------------------------
     def _reject(self, what: str, exc: Exception) -> None:
         self.rejected[what] = self.rejected.get(what, 0) + 1
-        self.get_logger().warning(f'rejected {what}: {exc}', throttle_duration_sec=1.0)
+        self.quiet.warning(f'rejected {what}', f'rejected {what}: {exc}')
 
     def _on_joint_state(self, msg: JointState) -> None:
         self._joint_rate.tick(time.monotonic())
@@ -672,9 +675,10 @@ class ActionExpertNode(LifecycleNode):
             self.diagnostics.publish()
 
     def _note_degraded(self, reason: str) -> None:
-        if reason != self.last_reason:
-            self.get_logger().warning(f'degraded ({self.cfg.degrade_on_timeout}): {reason}')
-            self.last_reason = reason
+        self.last_reason = reason
+        self.quiet.warning(
+            f'degraded {reason}', f'degraded ({self.cfg.degrade_on_timeout}): {reason}'
+        )
 
     def expected_chunk_hz(self) -> float:
         """50 Hz on the tick; off the tick, one chunk every ceil(decode p99 / period)

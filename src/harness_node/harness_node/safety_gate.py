@@ -48,6 +48,7 @@ from wam_interfaces.msg import (
 )
 from wam_util import convert, qos
 from wam_util.diagnostics import NodeDiagnostics
+from wam_util.quiet_log import QuietLog
 from wam_util.status import TypedStatus
 
 # a revolute joint's command this close to a limit (share of its range) is "at the limit"
@@ -57,6 +58,8 @@ AT_LIMIT_FRACTION = 0.02
 class SafetyGate:
     def __init__(self, node, cfg: HarnessParams, diagnostics: NodeDiagnostics):
         self.node = node
+        # rejected inputs and chunks: the first at once, then one line a second per reason
+        self.quiet = QuietLog(node.get_logger())
         self.joint_names = list(cfg.robot.joint_names)
         self.period_s = cfg.control.period_s
         self.clamp = ClampGate(
@@ -164,7 +167,7 @@ class SafetyGate:
     # inputs ---------------------------------------------------------------------------
     def _reject_input(self, what: str, exc: Exception) -> None:
         self.rejected_inputs[what] = self.rejected_inputs.get(what, 0) + 1
-        self.node.get_logger().warning(f'rejected {what}: {exc}', throttle_duration_sec=1.0)
+        self.quiet.warning(f'rejected {what}', f'rejected {what}: {exc}')
 
     def _on_joint_state(self, msg: JointState) -> None:
         try:
@@ -236,11 +239,11 @@ class SafetyGate:
                 first = vel if vel is not None else np.zeros(len(self.joint_names))
                 velocities = point_velocities(res.times, res.positions, first)
         except ChunkRejected as exc:
-            self.node.get_logger().warning(f'rejected chunk: {exc}', throttle_duration_sec=1.0)
+            self.quiet.warning(f'chunk {exc.reason}', f'rejected chunk: {exc}')
             return
         except ValueError as exc:  # ragged point lists and the like
             self.clamp.rejected['shape'] = self.clamp.rejected.get('shape', 0) + 1
-            self.node.get_logger().warning(f'rejected chunk: {exc}', throttle_duration_sec=1.0)
+            self.quiet.warning('chunk shape', f'rejected chunk: {exc}')
             return
         self.activity.add(res.change)
         out = JointTrajectory()
@@ -271,9 +274,7 @@ class SafetyGate:
             # close to its end that the controller could reject it as ending in the
             # past (less than a period left); the horizon rule holds the robot
             self.clamp.rejected['late'] = self.clamp.rejected.get('late', 0) + 1
-            self.node.get_logger().warning(
-                f'rejected chunk: late ({late})', throttle_duration_sec=1.0
-            )
+            self.quiet.warning('chunk late', f'rejected chunk: late ({late})')
             return
         # the join: this chunk's first point against the command it replaces, at its start
         jump = float(np.max(np.abs(res.positions[0] - base))) if len(res.positions) else 0.0

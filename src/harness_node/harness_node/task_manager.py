@@ -95,7 +95,11 @@ class TaskManager:
         rules = SimilarityPlanner(self.embedder, p.similarity_threshold, RulePlanner())
         self.plan_cache = PlanCache(self.embedder) if p.plan_cache and llm else None
         self.planner = FallbackPlanner(
-            llm, rules, logger=lambda m: node.get_logger().warning(m), cache=self.plan_cache
+            llm,
+            rules,
+            logger=lambda m: node.get_logger().warning(m),
+            cache=self.plan_cache,
+            info=lambda m: node.get_logger().info(m),
         )
         # what the robot perceives (the agent's PERCEIVE step): plans are grounded on it
         self.perceived: list[ObjectRef] | None = None

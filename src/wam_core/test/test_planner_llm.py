@@ -144,13 +144,29 @@ def test_refused_connection_falls_back_and_opens_the_breaker():
         port = s.getsockname()[1]  # nothing listens here once closed
     breaker = CircuitBreaker(failures=3, cooldown_s=60)
     llm = _planner(f'http://127.0.0.1:{port}/v1', breaker=breaker)
-    fb = FallbackPlanner(llm, RulePlanner(), logger=lambda m: None)
+    warnings, infos = [], []
+    fb = FallbackPlanner(llm, RulePlanner(), logger=warnings.append, info=infos.append)
     assert fb.plan('open the fridge').source == 'rules'
     assert fb.fallbacks == {'connection': 1}
     assert not breaker.allow()  # three refusals: the breaker is open
     t0 = time.monotonic()
     assert fb.plan('open the fridge').source == 'rules'
     assert fb.fallbacks['circuit_open'] == 1 and time.monotonic() - t0 < 0.1
+    # no server ever answered (the default path without one): said once, at INFO
+    assert warnings == [] and len(infos) == 1 and 'planning with rules' in infos[0]
+
+
+def test_a_server_that_answered_and_then_fails_warns_each_time(server):
+    warnings, infos = [], []
+    fb = FallbackPlanner(
+        _planner(server.url), RulePlanner(), logger=warnings.append, info=infos.append
+    )
+    assert fb.plan('pick up the blue block').source == 'llm'
+    server.mode = 'http500'
+    fb.plan('put the red apple in the fridge')
+    fb.plan('put the red apple in the fridge')
+    assert len(warnings) == 2 and infos == []
+    assert all('falling back to rules' in w for w in warnings)
 
 
 def test_plan_naming_objects_not_in_the_instruction_falls_back(server):

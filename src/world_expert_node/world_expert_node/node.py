@@ -63,6 +63,7 @@ from wam_util.diagnostics import NodeDiagnostics
 from wam_util.executors import run_node
 from wam_util.metrics import NodeMetrics
 from wam_util.params import NodeParams
+from wam_util.quiet_log import QuietLog
 from wam_util.status import TypedStatus
 
 
@@ -98,6 +99,8 @@ class WorldExpertNode(LifecycleNode):
         self.cache_write_failures = 0
         # exceptions the encoder thread survived, with their tracebacks in the log
         self.thread_errors = ThreadErrors(lambda m: self.get_logger().error(m))
+        # rejected frames and cache-write failures: the first at once, then one line a second
+        self.quiet = QuietLog(self.get_logger())
         self.ready = False
         # model releases (``switch_release``): every world expert loaded, by release name,
         # which one each robot's observations are encoded with, loads under way, and the
@@ -500,8 +503,8 @@ class WorldExpertNode(LifecycleNode):
         try:
             encoder.check(msg.encoding, msg.height, msg.width, msg.step, msg.data, stamp_ns)
         except ImageError as exc:
-            self.get_logger().warning(
-                f'rejected camera frame{_of(robot)}: {exc}', throttle_duration_sec=1.0
+            self.quiet.warning(
+                f'frame {robot} {exc.reason}', f'rejected camera frame{_of(robot)}: {exc}'
             )
             return
         if primary:  # the camera's period sets an auto TTL
@@ -558,13 +561,13 @@ class WorldExpertNode(LifecycleNode):
                 continue
             for robot, frame, out in results:
                 if isinstance(out, ImageError):
-                    self.get_logger().warning(
-                        f'rejected camera frame{_of(robot)}: {out}', throttle_duration_sec=1.0
+                    self.quiet.warning(
+                        f'frame {robot} {out.reason}', f'rejected camera frame{_of(robot)}: {out}'
                     )
                 elif isinstance(out, CacheError):
                     self.cache_write_failures += 1
-                    self.get_logger().error(
-                        f'representation{_of(robot)} not cached: {out}', throttle_duration_sec=1.0
+                    self.quiet.error(
+                        f'not cached {robot}', f'representation{_of(robot)} not cached: {out}'
                     )
                 elif self._running:  # not while shutting down: the context may be gone
                     self._pubs[robot].publish(self._descriptor(robot, frame.source, out))

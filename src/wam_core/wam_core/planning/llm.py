@@ -219,7 +219,14 @@ class FallbackPlanner:
     """The planning chain: the safety guard, then the LLM (when configured), then the
     rules (with the similarity mapping when given a ``SimilarityPlanner``), then the
     grounding check against what the robot perceives. Counts plans by planner, LLM
-    fallbacks by reason and refusals by kind (unsafe, not_in_view, no_plan)."""
+    fallbacks by reason and refusals by kind (unsafe, not_in_view, no_plan).
+
+    An LLM server that has never answered is the default path of a machine without one
+    (the shipped configuration names localhost): that is said once, at INFO (``info``),
+    and the rules plan; once the server has answered, each failure warns (``logger``)."""
+
+    # failures that mean no server is listening (or the breaker after such failures)
+    NOT_THERE = ('connection', 'unreachable', 'circuit_open')
 
     def __init__(
         self,
@@ -227,10 +234,14 @@ class FallbackPlanner:
         rules,
         logger: Callable[[str], None] = print,
         cache=None,
+        info: Callable[[str], None] | None = None,
     ):
         self.llm = llm
         self.rules = rules
         self.logger = logger
+        self.info = info or logger
+        self.llm_answered = False  # the server replied at least once (any reply)
+        self._said_rules = False
         self.cache = cache  # a PlanCache: validated LLM plans reused for the same request
         self.fallbacks: dict[str, int] = {}
         self.plans: dict[str, int] = {}
@@ -239,6 +250,19 @@ class FallbackPlanner:
     def _refuse(self, kind: str, reason: str) -> PlanError:
         self.refusals[kind] = self.refusals.get(kind, 0) + 1
         return PlanError(reason)
+
+    def _note_failure(self, exc: LLMError) -> None:
+        if exc.reason not in self.NOT_THERE:
+            self.llm_answered = True  # it replied, badly: a server is there
+        if self.llm_answered:
+            self.logger(f'LLM planner failed ({exc}); falling back to rules')
+        elif not self._said_rules:
+            self._said_rules = True
+            self.info(
+                f'no LLM server answers at {self.llm.url} ({exc.reason}): planning with '
+                'rules (an LLM: `make demo PLANNER=llm`, or serve one there; '
+                'planner.use_llm: false skips it)'
+            )
 
     def plan(self, instruction: str, perceived: Sequence[ObjectRef] | None = None) -> Plan:
         """A validated plan, or PlanError with the reason. ``perceived``: the objects the
@@ -268,10 +292,11 @@ class FallbackPlanner:
                 self.plans['llm'] = self.plans.get('llm', 0) + 1
                 if self.cache is not None:
                     self.cache.put(instruction, self.llm.model, plan)
+                self.llm_answered = True
                 return plan
             except LLMError as exc:
                 self.fallbacks[exc.reason] = self.fallbacks.get(exc.reason, 0) + 1
-                self.logger(f'LLM planner failed ({exc}); falling back to rules')
+                self._note_failure(exc)
         try:
             plan = self.rules.plan(instruction)
         except PlanError as exc:
