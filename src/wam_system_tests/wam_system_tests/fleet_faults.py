@@ -89,6 +89,7 @@ def _combine(
         conformance=sum(p.conformance for p in per.values()),
         clear_s=max((p.clear_s or 0.0) for p in worst),
         timeline=per[affected[0]].timeline,
+        hold_target_ms=per[affected[0]].hold_target_ms,
     )
     res.judge()
     notes = [f'{r}: hold {per[r].hold_ms} ms, recovery {per[r].recovery_s} s' for r in affected]
