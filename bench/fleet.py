@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 
+from robot_agent.capacity import one_view_pair
 from robot_agent.fleet import Fleet
 from wam_system_tests.report import update_report
 
@@ -132,23 +133,6 @@ def measure(
     out['within_limits'] = all(out[k] <= v for k, v in LIMITS.items())
     out['misses'] = [f'{k} {out[k]:.3g} > {v}' for k, v in LIMITS.items() if not out[k] <= v]
     return out
-
-
-def one_view_overlay(tmp: str) -> list[str]:
-    """ROS arguments for a one-view fleet: a seeded one-view pair and the robots' front
-    camera alone, as a parameter-file overlay (a ``-p node:name:=value`` rule does not
-    reach a node in a robot's namespace; a ``/**/node`` block does)."""
-    from wam_core.models.default_models import write_default_models
-
-    info = write_default_models(tmp, views=('front',))
-    path = os.path.join(tmp, 'one_view.yaml')
-    with open(path, 'w', encoding='utf-8') as fh:
-        fh.write(
-            f"/**/world_expert:\n  ros__parameters:\n    model_dir: '{info['world_dir']}'\n"
-            f"/**/action_expert:\n  ros__parameters:\n    model_dir: '{info['action_dir']}'\n"
-            '/**/synthetic_robot:\n  ros__parameters:\n    cameras: [front]\n'
-        )
-    return ['--params-file', path]
 
 
 def curve(counts: list[int], args, tag: str, extra: list[str] | None = None):
@@ -247,7 +231,7 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             ov_counts = [int(x) for x in args.one_view_robots.split(',')]
             ov_per_n, ov_capacity, ov_first = curve(
-                ov_counts, args, 'fleet one view', one_view_overlay(tmp)
+                ov_counts, args, 'fleet one view', one_view_pair(tmp)[1]
             )
         fleet_section['one_view'] = {
             'robots': ov_counts,

@@ -20,6 +20,7 @@ import os
 import random
 import sys
 import tempfile
+from dataclasses import asdict
 
 from wam_core.common.config import ActionExpertParams, HarnessParams, WorldExpertParams
 from wam_core.common.params import load_params
@@ -33,7 +34,9 @@ CAMERA_HZ = 30.0  # the synthetic robots' cameras, as bench/fleet.py runs them
 
 
 def one_view_pair(tmp: str) -> tuple[str, list[str]]:
-    """A seeded one-view pair and the overlay that serves it on the front camera alone."""
+    """A seeded one-view pair and the overlay that serves it on the front camera alone:
+    (its path, the ROS arguments). A parameter-file overlay, as a ``-p node:name:=value``
+    rule does not reach a node in a robot's namespace and a ``/**/node`` block does."""
     from wam_core.models.default_models import write_default_models
 
     info = write_default_models(tmp, views=('front',))
@@ -143,10 +146,10 @@ def run(
         'utilization': utilization,
         'redundancy': redundancy,
         'views': costs.views,
-        'unit_costs': cap.as_dict(costs),
+        'unit_costs': asdict(costs),
         'per_robot_overhead_cores': overheads.cores,
         'measured_one_robot_cores': measured,
-        'per_n': {str(n): cap.as_dict(p) for n, p in plans.items()},
+        'per_n': {str(n): asdict(p) for n, p in plans.items()},
     }
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -197,7 +197,3 @@ def measure_compute(world, action, gate, frames, repeats: int = 40, log=print) -
     gate_ms = _best_ms(lambda: gate.apply(names, chunk, times, current), repeats * 5)
     log(f'  gate check of one chunk {gate_ms:.3f} ms')
     return ComputeCosts(encode, prepare, decode, gate_ms, len(views))
-
-
-def as_dict(obj) -> dict:
-    return asdict(obj)
