@@ -451,10 +451,13 @@ class ActionExpertNode(LifecycleNode):
             lambda: self.ticker.warmup(1, spec.representation_shape, model=model)[0],
         )
         steady = warm[3:] if len(warm) > 6 else warm
-        p99 = float(np.percentile(steady, 99)) if steady else 0.0
-        if self.decoder is None and p99 > cfg.timeout_ms:
+        # The median, not the p99 the start-up uses: these passes run beside the served
+        # model and the rest of the host, so their tail is the machine's preemption, not
+        # the model's cost (a 0.4 ms decode measured 15 ms p99 here under a full stack).
+        p50 = float(np.median(steady)) if steady else 0.0
+        if self.decoder is None and p50 > cfg.timeout_ms:
             raise ValueError(
-                f'its decode p99 {p99:.1f} ms exceeds the tick budget {cfg.timeout_ms:g} ms '
+                f'its decode p50 {p50:.1f} ms exceeds the tick budget {cfg.timeout_ms:g} ms '
                 '(this node decodes on the tick): a restart, not a switch'
             )
         return model
