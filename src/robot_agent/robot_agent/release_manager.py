@@ -350,6 +350,9 @@ class ReleaseManager:
             live_degraded = (
                 sum(w.degraded_share for w in live_wins) / len(live_wins) if live_wins else None
             )
+            live_held = (
+                sum(w.held_ticks for w in live_wins) / len(live_wins) if live_wins else None
+            )
             reasons = []
             for r in robots:
                 if r not in wins or wins[r].seconds < 2.0:
@@ -359,7 +362,7 @@ class ReleaseManager:
                 out.windows[r] = w
                 reasons += [
                     f'{r or "robot"}: {b}'
-                    for b in breaches(w, objectives, live_rate, live_degraded)
+                    for b in breaches(w, objectives, live_rate, live_degraded, live_held)
                 ]
             if reasons:
                 out.reasons = reasons

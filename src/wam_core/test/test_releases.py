@@ -319,7 +319,15 @@ def test_objectives_judge_a_window_against_limits_and_the_live_robots():
     reasons = breaches(bad, o, live_rate_hz=50.0, live_degraded_share=0.02)
     # a loaded host degrades the live robots too: not held against the release
     assert not any('degraded' in r for r in breaches(bad, o, 50.0, live_degraded_share=0.18))
-    assert any('degraded ticks 20.0%, the live robots 2.0%' in r for r in reasons)
+    assert any('degraded ticks 20.0%, the live robots 2.0% (> 5.0% more)' in r for r in reasons)
+    # ... and their spread: half of the live share on top of it is still the host's
+    noisy = RobotWindow.between(a, _snap(10.0, 500, degraded=117, held=40))
+    assert breaches(noisy, o, 40.0, live_degraded_share=0.167, live_held_ticks=30) == []
+    worse = breaches(noisy, o, 40.0, live_degraded_share=0.12, live_held_ticks=10)
+    assert worse == [
+        'degraded ticks 23.4%, the live robots 12.0% (> 6.0% more)',
+        'held ticks 40 > 25',
+    ]
     assert any('gate changed 10.0%' in r for r in reasons)
     assert any('safety stops 1' in r for r in reasons)
     assert any('chunk rate 40.0 Hz is 80%' in r for r in reasons)

@@ -80,7 +80,11 @@ class CameraPeriod:
     """A camera's period from its frames' stamps: the median interval of the last
     ``window`` frames (a dropped frame or a burst barely moves it), the configured period
     until ``min_intervals`` intervals arrived, and never over ``MAX_PERIOD_FACTOR`` times
-    the configured one."""
+    the configured one. It moves only by more than ``STEP_MS``: a camera's timer jitter
+    would otherwise re-announce the TTL by fractions of a millisecond with every frame,
+    and the bound a chunk was judged by would differ from the one its status shows."""
+
+    STEP_MS = 1.0
 
     def __init__(self, nominal_hz: float, window: int = 31, min_intervals: int = 5):
         if not nominal_hz > 0:
@@ -102,9 +106,10 @@ class CameraPeriod:
         if len(self._intervals) < self.min_intervals:
             return False
         period = min(statistics.median(self._intervals), MAX_PERIOD_FACTOR * self.nominal_ms)
-        changed = period != self._period_ms
+        if abs(period - self._period_ms) <= self.STEP_MS:
+            return False
         self._period_ms = period
-        return changed
+        return True
 
     @property
     def period_ms(self) -> float:

@@ -78,7 +78,11 @@ class Objectives:
 
     max_degraded_share: float = 0.25  # whatever the cause
     max_degraded_excess: float = 0.05  # over the live robots' share in the same window
-    max_held_ticks: int = 25  # 0.5 s of braking holds
+    # ... or this fraction of the live robots' share, if larger: on a loaded host two
+    # robots' shares over a few seconds differ by about half of it without any release
+    # (16.7 % against 23.5 % in an 8 s window, measured here on 2026-12-03)
+    max_degraded_excess_ratio: float = 0.5
+    max_held_ticks: int = 25  # 0.5 s of braking holds (or twice the live robots', if more)
     max_changed_share: float = 0.02  # the gate changed at most 2 % of the commands
     max_at_limit_share: float = 0.05  # revolute-joint commands parked at a limit
     max_safety_stops: int = 0
@@ -92,30 +96,31 @@ def breaches(
     objectives: Objectives,
     live_rate_hz: float | None = None,
     live_degraded_share: float | None = None,
+    live_held_ticks: float | None = None,
 ) -> list[str]:
     """Every objective ``canary`` breached, as readable reasons ([] when within all).
-    ``live_*``: the robots on the live release over the same window (a share of degraded
-    ticks they have too, a loaded host's, is not held against the release)."""
+    ``live_*``: the robots on the live release over the same window (degraded ticks and
+    holds they have too, a loaded host's, are not held against the release)."""
     o, out = objectives, []
     if canary.ticks == 0:
         return ['no ticks in the window (the action expert is not serving)']
     if canary.degraded_share > o.max_degraded_share:
         out.append(f'degraded ticks {canary.degraded_share:.1%} > {o.max_degraded_share:.1%}')
-    elif (
-        live_degraded_share is not None
-        and canary.degraded_share - live_degraded_share > o.max_degraded_excess
+    elif live_degraded_share is not None and canary.degraded_share - live_degraded_share > (
+        allowed := max(o.max_degraded_excess, o.max_degraded_excess_ratio * live_degraded_share)
     ):
         out.append(
             f'degraded ticks {canary.degraded_share:.1%}, the live robots '
-            f'{live_degraded_share:.1%} (> {o.max_degraded_excess:.0%} more)'
+            f'{live_degraded_share:.1%} (> {allowed:.1%} more)'
         )
     if canary.at_limit_share > o.max_at_limit_share:
         out.append(
             f'joints at a limit in {canary.at_limit_share:.1%} of commands '
             f'> {o.max_at_limit_share:.1%}'
         )
-    if canary.held_ticks > o.max_held_ticks:
-        out.append(f'held ticks {canary.held_ticks} > {o.max_held_ticks}')
+    held_limit = max(o.max_held_ticks, 2.0 * (live_held_ticks or 0.0))
+    if canary.held_ticks > held_limit:
+        out.append(f'held ticks {canary.held_ticks} > {held_limit:g}')
     if canary.changed_share > o.max_changed_share:
         out.append(
             f'gate changed {canary.changed_share:.1%} of commands > {o.max_changed_share:.1%}'
