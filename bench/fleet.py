@@ -1,10 +1,13 @@
 """The capacity curve: how many robots one world expert on this machine carries.
 
     python bench/fleet.py [--robots 1,2,4,8] [--seconds 60] [--warmup 15]
+                          [--robots-per-instance 2]
 
 For each N: N synthetic robots (30 Hz cameras, 128 px, 100 Hz joint states) under
-/robot<k>/, one world expert for all of them and an action expert, a gate and a task
-manager per robot, each in its own process (the shm cache). After a warm-up the counts
+/robot<k>/, one world expert for all of them, the robots' action experts in
+ceil(N / robots-per-instance) action-expert instances (one process, one clock and one
+model each, each the standby of the next one's robots; 0: a process per robot), and a
+gate and a task manager per robot, each in its own process (the shm cache). After a warm-up the counts
 are taken over the next ``--seconds`` (deltas); the latency percentiles are the nodes'
 windows of their last 3000 samples: 60 s of ticks and periods at 50 Hz, ~100 s of
 representation ages and obs->action at ~30 Hz (those include part of the warm-up and
@@ -62,8 +65,18 @@ def _worst(values: list[float]) -> float:
     return max(finite) if finite else float('nan')
 
 
+def instances_for(n: int, per_instance: int) -> int:
+    """Action-expert instances for n robots (0: a process per robot)."""
+    return math.ceil(n / per_instance) if per_instance > 0 else 0
+
+
 def measure(
-    n: int, seconds: float, warmup: float, cache: str = 'shm', extra: list[str] | None = None
+    n: int,
+    seconds: float,
+    warmup: float,
+    cache: str = 'shm',
+    extra: list[str] | None = None,
+    instances: int = 0,
 ) -> dict:
     os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
     shm = f'wam_fleet_{os.getpid()}_{n}'
@@ -74,6 +87,7 @@ def measure(
         robot='synthetic',
         cache=cache,
         extra_args=['-p', f'repr_cache.shm_name:={shm}', *(extra or [])],
+        instances=instances,
     )
     try:
         fleet.wait_ready(300)
@@ -117,8 +131,13 @@ def measure(
         # where the time goes: CPU cores used by role over the measured window (2 here);
         # 'robots' is this process: the synthetic robots and the monitors
         'cpu_cores': {k: (cpu1[k] - cpu0[k]) / seconds for k in cpu0},
-        # the layout: one world expert for the fleet, an action-expert process per robot
-        'instances': {'world': 1, 'action': n, 'robots_per_action_instance': 1},
+        # the layout: one world expert for the fleet; action-expert processes
+        'instances': {
+            'world': 1,
+            'action': instances or n,
+            'robots_per_action_instance': math.ceil(n / instances) if instances else 1,
+            'layout': [list(p.robots) for p in fleet.layout] if instances else [],
+        },
         'ttl_ms': ttl,
         'degraded_by_reason_since_bring_up': reasons,
         'world_encode_ms_p50': _worst([s['encode_ms_p50'] for s in stats.values()]),
@@ -140,11 +159,13 @@ def curve(counts: list[int], args, tag: str, extra: list[str] | None = None):
     per_n = {}
     for n in counts:
         print(
-            f'[{tag}] {n} robot(s): bring-up, {args.warmup:.0f} s warm-up, '
-            f'{args.seconds:.0f} s measured',
+            f'[{tag}] {n} robot(s) on '
+            f'{instances_for(n, args.robots_per_instance) or n} action-expert process(es): '
+            f'bring-up, {args.warmup:.0f} s warm-up, {args.seconds:.0f} s measured',
             flush=True,
         )
-        per_n[str(n)] = r = measure(n, args.seconds, args.warmup, extra=extra)
+        k = instances_for(n, args.robots_per_instance)
+        per_n[str(n)] = r = measure(n, args.seconds, args.warmup, extra=extra, instances=k)
         print(
             f'[{tag}] N={n}: tick p99 {r["tick_ms_p99"]:.2f} ms, period p99 '
             f'{r["period_ms_p99"]:.2f} ms, repr age p99 {r["repr_age_ms_p99"]:.1f} ms, '
@@ -196,6 +217,12 @@ def main(argv=None) -> int:
         help="the curve again with a one-view world expert ('': skip)",
     )
     ap.add_argument('--no-planner', action='store_true', help='skip the capacity planner')
+    ap.add_argument(
+        '--robots-per-instance',
+        type=int,
+        default=2,
+        help='robots per action-expert instance (0: an action-expert process per robot)',
+    )
     args = ap.parse_args(argv)
     counts = [int(x) for x in args.robots.split(',')]
     planned = None if args.no_planner else capacity_plan(False)
@@ -219,6 +246,7 @@ def main(argv=None) -> int:
         'image_px': 128,
         'views': ['front', 'wrist'],  # the shipped world expert's
         'ttl_ms': per_n[str(counts[0])]['ttl_ms'],  # repr_cache.ttl_ms as the robots used it
+        'robots_per_action_instance': args.robots_per_instance,
     }
     if planned is not None:
         fleet_section['planner'] = planner_section(planned, capacity)

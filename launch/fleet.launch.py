@@ -2,7 +2,7 @@
 
     ros2 launch launch/fleet.launch.py [robots:=2] [robot:=sim|synthetic|none]
         [cache:=shm|mooncake] [world_host:=127.0.0.2] [robot_host:=127.0.0.3]
-        [config:=config/wam.yaml] [release:=NAME]
+        [config:=config/wam.yaml] [release:=NAME] [instances:=0]
 
 One world expert in the root namespace serves robot1..robotN; each robot gets, under
 /robot<k>/, an action expert, a harness (clamping gate, safety stop), a task manager and,
@@ -12,8 +12,11 @@ shared /world_expert). With cache:=mooncake the Mooncake Store's master is start
 world_host first (with its HTTP metadata server) and the experts exchange
 representations through it: the world expert's transfer endpoint on world_host, the
 action experts' on robot_host; the descriptors still travel over DDS. The expert nodes
-are managed nodes driven to active by launch. On this machine use
-``make demo-fleet ROBOTS=N`` instead.
+are managed nodes driven to active by launch. With instances:=K (1 <= K <= robots) the
+robots' action experts run in K action_instance processes instead of one process each
+(``wam_core.serving.failover.ring_layout``: contiguous blocks, each instance the
+standby of the next one's robots); an instance brings its robots' nodes up itself. On
+this machine use ``make demo-fleet ROBOTS=N`` instead.
 """
 
 import os
@@ -26,6 +29,7 @@ from launch.substitutions import LaunchConfiguration, PythonExpression
 
 import launch
 from wam_core.common.check_config import require_consistent
+from wam_core.serving.failover import ring_layout
 from wam_util.launching import managed_node
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -50,6 +54,8 @@ def _fleet(context):
         layers.append(overlay_for_config(release, config))
     require_consistent(layers)  # the rules across nodes, before anything starts
     names = [f'robot{k + 1}' for k in range(n)]
+    instances = int(LaunchConfiguration('instances').perform(context))
+    layout = ring_layout(names, instances) if instances else []
     # launch drives the lifecycle transitions, so the nodes must not self-activate
     cache_params = {'repr_cache.backend': cache, 'autostart': False}
     if cache == 'mooncake':
@@ -69,11 +75,38 @@ def _fleet(context):
         'world_expert',
         [*layers, cache_params, {'robots': names}],
     )
+    for plan in layout:
+        actions.append(
+            launch_ros.actions.Node(
+                package='action_expert_node',
+                executable='action_instance',
+                # not name=/namespace=: launch_ros passes them as process-wide remaps,
+                # which would rename the robots' nodes the instance hosts too
+                ros_arguments=['-r', f'action_instance:__ns:=/{plan.name}'],
+                output='screen',
+                parameters=[
+                    *layers,
+                    cache_params,
+                    {
+                        'instance_name': plan.name,
+                        'robots': list(plan.robots),
+                        # a parameter list needs a type: an empty one cannot be inferred
+                        'standby_robots': list(plan.standby_robots) or [''],
+                        'peers': list(plan.peers) or [''],
+                    },
+                ],
+            )
+        )
     for k, name in enumerate(names):
         ns = name
-        actions += managed_node(
-            'action_expert_node', 'action_expert', 'action_expert', [*layers, cache_params], ns
-        )
+        if not layout:
+            actions += managed_node(
+                'action_expert_node',
+                'action_expert',
+                'action_expert',
+                [*layers, cache_params],
+                ns,
+            )
         for executable in ('harness', 'task_manager'):  # the gate apart from the planner
             actions.append(
                 launch_ros.actions.Node(
@@ -153,6 +186,12 @@ def generate_launch_description():
                 default_value='',
                 description='a registered model release to serve (python -m '
                 "robot_agent.releases list); empty: the config's model_dir pair",
+            ),
+            launch.actions.DeclareLaunchArgument(
+                'instances',
+                default_value='0',
+                description="K >= 1: the robots' action experts in K processes, one clock and "
+                "one model each, each the standby of the next one's robots; 0: one per robot",
             ),
             launch.actions.SetEnvironmentVariable('OMP_NUM_THREADS', '1'),
             launch.actions.SetEnvironmentVariable('WAM_ROOT', ROOT),

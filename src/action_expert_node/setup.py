@@ -17,5 +17,10 @@ setup(
     description='Action expert managed node',
     license='Apache-2.0',
     extras_require={'test': ['pytest']},
-    entry_points={'console_scripts': ['action_expert = action_expert_node.node:main']},
+    entry_points={
+        'console_scripts': [
+            'action_expert = action_expert_node.node:main',
+            'action_instance = action_expert_node.instance:main',
+        ]
+    },
 )

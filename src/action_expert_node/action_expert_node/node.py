@@ -74,8 +74,29 @@ from wam_util.status import TypedStatus
 
 
 class ActionExpertNode(LifecycleNode):
-    def __init__(self, name: str = 'action_expert', cache=None, **kwargs):
+    def __init__(
+        self,
+        name: str = 'action_expert',
+        cache=None,
+        model=None,
+        hosted: bool = False,
+        reports_as: str = '',
+        **kwargs,
+    ):
+        """``cache``/``model``: a shared cache reader and an already loaded model (a
+        single-process bring-up, an instance's robots). ``hosted``: an action-expert
+        instance (``instance``) drives this robot's ticks from its one clock (no clock of
+        its own, decodes on the tick) and decides when it serves; until then it keeps up
+        with its inputs and publishes nothing, statuses included. ``reports_as``: the node
+        name its statuses carry (an instance's standby node reports as the robot's
+        action_expert)."""
         super().__init__(name, **kwargs)
+        self._shared_model = model
+        self.hosted = hosted
+        self._standby_role = bool(reports_as)
+        # whether it ticks and publishes: always for a node of its own; an instance's
+        # robot from when the instance gives it the robot (its own, or a takeover)
+        self.serves_robot = not hosted
         self.params = NodeParams(self, ActionExpertParams)
         self.cfg: ActionExpertParams | None = None
         self.metrics: NodeMetrics | None = None
@@ -122,9 +143,16 @@ class ActionExpertNode(LifecycleNode):
         # model releases loaded beside the served one (``switch_release``), by name
         self._loads: dict[str, BackgroundLoad] = {}
         self._switch_srv = None
-        self.diagnostics = NodeDiagnostics(self)
+        self.diagnostics = NodeDiagnostics(self, reports_as=reports_as)
+        # in the robot's namespace, not the node's: an instance's standby node that took
+        # the robot over reports where the robot's action_expert does
         self.status = TypedStatus(
-            self, self.diagnostics, 'action expert', ActionExpertStatus, '~/status', self._status
+            self,
+            self.diagnostics,
+            'action expert',
+            ActionExpertStatus,
+            'action_expert/status',
+            self._status,
         )
 
     # lifecycle ----------------------------------------------------------------
@@ -133,11 +161,13 @@ class ActionExpertNode(LifecycleNode):
             self.cfg = cfg = self.params.read()
             torch.set_num_threads(cfg.num_threads)
             model_dir = resolve_path(cfg.model_dir)
-            model = load_action_expert(
-                model_dir, cfg.precision, device=cfg.device, robot=cfg.robot.description()
-            )
-            if cfg.cuda_graphs:
-                enable_cuda_graphs(model)
+            model = self._shared_model
+            if model is None:
+                model = load_action_expert(
+                    model_dir, cfg.precision, device=cfg.device, robot=cfg.robot.description()
+                )
+                if cfg.cuda_graphs:
+                    enable_cuda_graphs(model)
             manifest, spec = model.manifest, model.spec
             if tuple(spec.joint_names) != tuple(cfg.robot.joint_names):
                 raise ValueError(
@@ -206,9 +236,10 @@ class ActionExpertNode(LifecycleNode):
             ),
         ]
         self.subtask_text = '(none: default conditioning)'
-        self._switch_srv = self.create_service(
-            SwitchRelease, 'action_expert/switch_release', self._on_switch_release
-        )
+        if not self._standby_role:  # one switch service per robot: its primary's
+            self._switch_srv = self.create_service(
+                SwitchRelease, 'action_expert/switch_release', self._on_switch_release
+            )
         self.metrics = NodeMetrics(self, cfg.metrics_port)
         for stage, window in (
             ('tick', self.timer_stats.stages['tick']),
@@ -239,21 +270,46 @@ class ActionExpertNode(LifecycleNode):
         warm = self.ticker.warmup(
             self.cfg.warmup_requests, self.ticker.model.spec.representation_shape
         )
-        self._choose_decode_mode(warm)
+        if self.hosted:
+            # An instance decodes its robots on its one tick. Judged by the median: its
+            # robots' nodes warm up while the others already tick, and that tail is the
+            # host's, not the model's.
+            steady = warm[3:] if len(warm) > 6 else warm
+            p50 = float(np.median(steady)) if steady else 0.0
+            if self.cfg.decode_mode == 'async' or p50 > self.cfg.timeout_ms:
+                self.get_logger().error(
+                    f'activate failed: an instance decodes its robots on its one tick, and '
+                    f'this model decodes in {p50:.1f} ms (median; budget '
+                    f'{self.cfg.timeout_ms:g} ms, decode_mode {self.cfg.decode_mode}): serve '
+                    'it with an action_expert per robot'
+                )
+                return TransitionCallbackReturn.FAILURE
+            self._warm_p99 = float(np.percentile(steady, 99)) if steady else math.nan
+            self.decode_mode, self.decoder = 'tick', None
+            self.ticker.timeout_ms = self.cfg.timeout_ms
+        else:
+            self._choose_decode_mode(warm)
         freeze_heap()  # no collection walks the model's objects during a tick
         self.wall_clock = WallClock()  # monotonic deadlines -> wall stamps, by the live offset
-        self._tick_clock = DeadlineTimer(
-            self.cfg.control.period_s,
-            self._tick,
-            'action_expert_tick',
-            self.cfg.realtime_priority,
-            self.thread_errors,
-        )
+        if not self.hosted:
+            self._tick_clock = DeadlineTimer(
+                self.cfg.control.period_s,
+                self._tick,
+                'action_expert_tick',
+                self.cfg.realtime_priority,
+                self.thread_errors,
+            )
         self.diagnostics.start()
         self.ready = True
         res = super().on_activate(state)  # activates the publisher: then the first tick
         if self.decoder is not None:
             self.decoder.start()
+        if self.hosted:
+            self.get_logger().info(
+                f"ready on its instance's clock: warm-up {self.cfg.warmup_requests} passes in "
+                f'{(time.perf_counter() - t0) * 1e3:.0f} ms'
+            )
+            return res
         self._tick_clock.start()
         if self._tick_clock.realtime_error:
             self.get_logger().warning(
@@ -281,7 +337,8 @@ class ActionExpertNode(LifecycleNode):
             # hold from here on top of it; the transition fails with the reason logged
             return TransitionCallbackReturn.FAILURE
         here = self.ticker.joint_positions
-        if here is not None:  # leave the robot braking to rest, not mid-chunk
+        # leave the robot braking to rest, not mid-chunk (unless another instance drives it)
+        if here is not None and self.serves_robot:
             traj = self.stream.hold(wall_s() + self.cfg.control.period_s, here)
             self._pub.publish(self._message(traj))
         return super().on_deactivate(state)
@@ -399,7 +456,8 @@ class ActionExpertNode(LifecycleNode):
             )
             # at once, before the world expert switches: the gate must hear that this
             # expert also decodes for the new version before it sees that version
-            self.diagnostics.publish()
+            if self.serves_robot:
+                self.diagnostics.publish()
             return True, f'{name} armed'
         if phase == 'confirm':
             if name != t.tag:
@@ -558,6 +616,32 @@ class ActionExpertNode(LifecycleNode):
     # the 50 Hz tick -------------------------------------------------------------
     def _tick(self, deadline: float) -> None:
         """One tick for ``deadline`` (monotonic s), on the tick clock's thread."""
+        t0 = self.tick_started(deadline)
+        if self.decoder is not None:
+            self._tick_off_tick_decode(deadline, t0)
+            return
+        self.serve_tick(self.ticker.tick(), deadline, t0)
+
+    def serve_tick(self, res, deadline: float, t0: float) -> None:
+        """Publish what this tick's decode gave (an instance decodes its robots together
+        and serves each one's result here)."""
+        self._serve(res, deadline, self.ticker.joint_state_used, self.lead, t0, deadline)
+
+    def start_serving(self) -> None:
+        """An instance gives this robot to this node: ticks from the next deadline on, its
+        statuses from the executor's next diagnostics turn, five a second at first (a
+        takeover: the robot's gate hears its action expert again well within its silence
+        timeout; building one here would delay the instance's other robots' tick)."""
+        self._last_fire = None  # the idle spell is not a period
+        self.serves_robot = True
+        self.diagnostics.start()
+
+    def stop_serving(self) -> None:
+        """The robot goes back to its primary instance: this node stops publishing."""
+        self.serves_robot = False
+
+    def tick_started(self, deadline: float) -> float:
+        """A tick's bookkeeping (wake-up lateness, period, count); its perf_counter start."""
         t0 = time.perf_counter()
         now = time.monotonic()
         self.wake.add((now - deadline) * 1e3)
@@ -565,11 +649,7 @@ class ActionExpertNode(LifecycleNode):
             self.period.add((now - self._last_fire) * 1e3)
         self._last_fire = now
         self.control_ticks += 1
-        if self.decoder is not None:
-            self._tick_off_tick_decode(deadline, t0)
-            return
-        res = self.ticker.tick()
-        self._serve(res, deadline, self.ticker.joint_state_used, self.lead, t0, deadline)
+        return t0
 
     def _tick_off_tick_decode(self, deadline: float, t0: float) -> None:
         """decode_mode async: publish a decode that finished (stamped from its own grid
@@ -672,8 +752,9 @@ class ActionExpertNode(LifecycleNode):
 
     def _diagnostics_due(self) -> None:
         # On the executor's thread, not the tick's: building the status (percentiles,
-        # ~30 key/values, ~1 ms of Python) only delays the tick by a GIL hand-off.
-        if self.diagnostics.due():
+        # ~30 key/values, ~1 ms of Python) only delays the tick by a GIL hand-off. An
+        # instance's robot it does not serve says nothing: its instance's status does.
+        if self.serves_robot and self.diagnostics.due():
             self._update_lead()
             self.diagnostics.publish()
 

@@ -29,12 +29,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import psutil
+import yaml
 from rclpy.parameter import Parameter
 
 from wam_core.cache.freshness import initial_ttl_ms
@@ -45,6 +48,7 @@ from wam_core.common.config import HarnessParams, WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config, workspace_root
 from wam_core.common.process import free_port
+from wam_core.serving.failover import ring_layout
 from wam_util.executors import BackgroundSpinner, bring_up
 
 from .bringup import BringUp
@@ -59,6 +63,7 @@ WORLD_HOST, ROBOT_HOST = '127.0.0.2', '127.0.0.3'
 CHILDREN = {
     'world': 'world_expert_node.node',
     'action': 'action_expert_node.node',
+    'instance': 'action_expert_node.instance',
     'harness': 'harness_node.node',
     'task': 'harness_node.task_node',
 }
@@ -92,9 +97,12 @@ class Fleet(BringUp):
         robot_host: str = ROBOT_HOST,
         prefork: bool = True,
         overlays: list[str] | None = None,
+        instances: int = 0,
     ):
         """``overlays``: parameter files after config/wam.yaml and config/fleet.yaml (a
-        model preset's)."""
+        model preset's). ``instances``: 0, an action-expert process per robot; K >= 1, the
+        robots' action experts in K instance processes (``ring_layout``: contiguous blocks,
+        each instance the standby of the next one's robots)."""
         if robots < 1:
             raise ValueError(f'a fleet has at least one robot, got {robots}')
         if mode not in ('single', 'multi'):
@@ -102,6 +110,10 @@ class Fleet(BringUp):
         if cache not in ('shm', 'mooncake') or (cache == 'mooncake' and mode != 'multi'):
             raise ValueError(f'cache {cache!r}: shm, or mooncake with mode multi')
         self.cache = cache
+        self.layout = ring_layout(robot_names(robots), instances) if instances else []
+        self._params_dir: str | None = None  # the instances' parameter files
+        if instances and mode != 'multi':
+            raise ValueError('action-expert instances are processes: mode multi')
         self.master: MooncakeMaster | None = None
         self.mode = mode
         self.names = robot_names(robots)
@@ -207,8 +219,11 @@ class Fleet(BringUp):
     def _start_multi(self) -> None:
         self.start_child('world')
         time.sleep(0.5)  # the writer creates the segments; readers attach lazily anyway
+        for plan in self.layout:
+            self.start_instance(plan.name)
         for r in self.names:
-            self.start_child('action', r)
+            if not self.layout:
+                self.start_child('action', r)
             self.start_child('harness', r)
             self.start_child('task', r)
 
@@ -226,6 +241,32 @@ class Fleet(BringUp):
         spawn = self._preforker.start if self._preforker is not None else None
         key = f'{robot}/{role}' if robot else role
         return self.launch(key, CHILDREN[role], args, spawn)
+
+    def start_instance(self, name: str) -> subprocess.Popen:
+        """(Re)start one action-expert instance of the layout ('i0', ...)."""
+        plan = next(p for p in self.layout if p.name == name)
+        args = [*self._ros_args, '-p', f'repr_cache.backend:={self.cache}']
+        # /i0/action_instance: the remap names the instance node only (a plain __ns would
+        # move the robots' nodes it hosts too); its layout in a parameter file, whose
+        # wildcard matches the node in that namespace (a -p override would not)
+        args += ['-r', f'action_instance:__ns:=/{plan.name}']
+        args += ['--params-file', self._instance_params(plan)]
+        spawn = self._preforker.start if self._preforker is not None else None
+        return self.launch(f'instance/{name}', CHILDREN['instance'], args, spawn)
+
+    def _instance_params(self, plan) -> str:
+        if self._params_dir is None:
+            self._params_dir = tempfile.mkdtemp(prefix='wam_fleet_')
+        values = {
+            'instance_name': plan.name,
+            'robots': list(plan.robots),
+            'standby_robots': list(plan.standby_robots) or [''],  # typed: a string list
+            'peers': list(plan.peers) or [''],
+        }
+        path = os.path.join(self._params_dir, f'{plan.name}.yaml')
+        with open(path, 'w', encoding='utf-8') as fh:
+            yaml.safe_dump({'/**/action_instance': {'ros__parameters': values}}, fh)
+        return path
 
     def kill_child(self, key: str, sig: int = signal.SIGKILL) -> subprocess.Popen:
         """Signal one node process ('world', 'robot2/action', ...), for fault drills."""
@@ -325,6 +366,7 @@ class Fleet(BringUp):
         (gates and task managers) and this process (the synthetic robots and the monitors:
         'robots'). A difference of two readings over a window is cores used."""
         roles = {'world': 'world', 'action': 'action', 'harness': 'harness', 'task': 'harness'}
+        roles.update({p.name: 'action' for p in self.layout})  # 'instance/i0'
         out = {'world': 0.0, 'action': 0.0, 'harness': 0.0, 'robots': 0.0}
         procs = [('robots', os.getpid())]
         procs += [
@@ -361,6 +403,8 @@ class Fleet(BringUp):
     def _after_shutdown(self) -> None:
         if self.master is not None:
             self.master.stop()
+        if self._params_dir is not None:
+            shutil.rmtree(self._params_dir, ignore_errors=True)
 
 
 def status_line(fleet: Fleet) -> str:
@@ -471,10 +515,19 @@ def main(argv=None) -> int:
         help='serve a registered release (python -m robot_agent.releases list) instead of '
         "the config's model_dir pair",
     )
+    ap.add_argument(
+        '--instances',
+        type=int,
+        default=0,
+        help="K >= 1: the robots' action experts in K processes (one clock and one model "
+        "each, each the standby of the next one's robots); 0: a process per robot",
+    )
     ap.add_argument('--json', help='write the per-robot figures here')
     args = ap.parse_args(argv)
     if args.robots < 1:
         ap.error('--robots must be at least 1')
+    if not 0 <= args.instances <= args.robots:
+        ap.error(f'--instances must be 0 to {args.robots} (--robots)')
     overlays = prepare_model(args.model)
     if args.release:
         from .releases import overlay_for_config
@@ -500,6 +553,7 @@ def main(argv=None) -> int:
         cache=args.cache,
         prefork=not args.no_prefork,
         overlays=overlays,
+        instances=args.instances,
     )
     ok = True
     try:

@@ -10,6 +10,7 @@ from rcl_interfaces.msg import ParameterType
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.parameter import Parameter
 
+from action_expert_node.instance import ActionInstance
 from action_expert_node.node import ActionExpertNode
 from harness_node.node import HarnessNode
 from harness_node.task_node import TaskManagerNode
@@ -23,6 +24,10 @@ from world_expert_node.node import WorldExpertNode
 NODES = {
     'world_expert': WorldExpertNode,
     'action_expert': ActionExpertNode,
+    # (its robots have no default: an instance serves the robots it is given)
+    'action_instance': lambda: ActionInstance(
+        parameter_overrides=[Parameter('robots', value=['robot1'])]
+    ),
     'harness': HarnessNode,
     'task_manager': TaskManagerNode,
     'sim_robot': SimRobot,

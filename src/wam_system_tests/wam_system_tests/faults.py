@@ -65,6 +65,7 @@ from .report import read_report, record_conformance, update_report_part
 # ttl_ms auto with a 30 Hz camera. Each result carries the bound its recorder judged by.
 DEFAULT_HOLD_TARGET_MS = 70.0
 RECOVERY_TARGET_S = 2.0
+TAKEOVER_TARGET_MS = 200.0  # instance_kill: a dead instance's robots ticked again within
 
 
 @dataclass
@@ -82,17 +83,25 @@ class FaultResult:
     # [t - t_fault, 0 hold | 1 chunk | 2 stop]
     timeline: list[list[float]] = field(default_factory=list)
     hold_target_ms: float = DEFAULT_HOLD_TARGET_MS  # the stale bound (TTL + one period)
+    # instance_kill: the dead instance's robots' first chunk from their standby, ms after
+    # the kill (the worst robot); None for the other faults
+    takeover_ms: float | None = None
 
     def judge(self, needs_reset: bool = False) -> FaultResult:
+        # a takeover faster than the gate's gap hold leaves nothing to brake for
+        braked = self.brake_ms is not None or (
+            self.takeover_ms is not None and self.takeover_ms <= TAKEOVER_TARGET_MS
+        )
         self.ok = (
             self.unsafe == 0
             and self.stale == 0
             and self.conformance == 0
             and self.hold_ms is not None
             and self.hold_ms <= self.hold_target_ms
-            and self.brake_ms is not None  # the robot did brake or stop
+            and braked  # the robot did brake or stop
             and self.recovery_s is not None
             and (needs_reset or self.recovery_s <= RECOVERY_TARGET_S)
+            and (self.takeover_ms is None or self.takeover_ms <= TAKEOVER_TARGET_MS)
         )
         return self
 
@@ -755,10 +764,13 @@ class FakeLLMServer:
         self.httpd.server_close()
 
 
-def accepted_version_and_max_age(config: str) -> tuple:
+def accepted_version_and_max_age(config: str, camera_hz: float | None = None) -> tuple:
     """The world-model version the action expert accepts, and the age past which a
-    published chunk is stale (``freshness.stale_bound_s``: TTL + one control period, s)."""
+    published chunk is stale (``freshness.stale_bound_s``: TTL + one control period, s);
+    ``camera_hz``: the cameras' rate where a drill sets its own."""
     world = load_params(config, 'world_expert', WorldExpertParams)
+    if camera_hz is not None:
+        world.expected_camera_hz = camera_hz
     action = load_params(config, 'action_expert', ActionExpertParams)
     return (
         read_manifest(resolve_path(world.model_dir)).version,
@@ -940,6 +952,11 @@ def summarise(results: list[FaultResult]) -> dict[str, dict]:
             'runs_missed': sum(1 for r in runs if not r.ok),
             'ok': all(r.ok for r in runs),
         }
+        takeovers = [r.takeover_ms for r in runs if r.takeover_ms is not None]
+        if takeovers or name == 'instance_kill':
+            out[name]['takeover_ms'] = _percentile(takeovers, 99)
+            out[name]['takeover_ms_p50'] = _percentile(takeovers, 50)
+            out[name]['takeover_target_ms'] = TAKEOVER_TARGET_MS
     return out
 
 

@@ -8,6 +8,14 @@ Store between the world host (127.0.0.2) and the robot host (127.0.0.3).
   while robot1 keeps running (cleared: robot2's first chunk from the new expert);
 - fleet_world_kill: the world expert all robots share killed (kill -9) and restarted 1 s
   later (cleared: each robot's first representation from the new one).
+- instance_kill (its own fleet: 4 robots on 2 action-expert instances, shared memory,
+  cameras at 10 Hz so that the world expert keeps closer to 4 robots on two cores): the
+  instance driving robot3 and robot4 killed (kill -9); cleared when their standby, the
+  other instance, ticks them (``takeover_ms``: the kill -> its first chunk for the
+  later of the two); restarted 1 s later, it takes them back (the handback is inside
+  the drill: chunks around it are checked like the rest). robot1 and robot2, on the
+  surviving instance, keep its clock's rate within 5 % (its ticks per second from its
+  heartbeats; their full chunks also depend on the world expert's pace).
 
 Each robot has its own recorder on /<robot>/arm_controller/joint_trajectory with the
 lone-robot drill's measures (``faults.Recorder``: hold, brake, unsafe, stale, conformance,
@@ -26,6 +34,8 @@ from collections.abc import Callable
 from wam_core.common.config import ActionExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config
+from wam_interfaces.msg import ActionInstanceStatus
+from wam_util import qos
 
 from .faults import (
     FaultResult,
@@ -69,7 +79,12 @@ def _combine(
     affected: list[str],
     t_fault: float,
     t_clear: dict[str, float | None],
+    rate: Callable[[str, float, float], float] | None = None,
+    rate_name: str = 'full chunks/s',
 ) -> FaultResult:
+    """``rate(robot, t0, t1)``: what an unaffected robot must keep (default: its full
+    chunks forwarded per second)."""
+    rate = rate or (lambda r, t0, t1: _full_rate(recs[r], t0, t1))
     t_end = time.monotonic()
     per = {
         r: recs[r].result(name, t_fault, t_clear.get(r) if r in affected else t_fault, t_end)
@@ -99,9 +114,9 @@ def _combine(
     for r in recs:
         if r in affected:
             continue
-        before = _full_rate(recs[r], t_fault - span, t_fault)
-        during = _full_rate(recs[r], t_fault, t_fault + span)
-        notes.append(f'{r} (unaffected): {during:.1f} full chunks/s against {before:.1f} before')
+        before = rate(r, t_fault - span, t_fault)
+        during = rate(r, t_fault, t_fault + span)
+        notes.append(f'{r} (unaffected): {during:.1f} {rate_name} against {before:.1f} before')
         stopped = any(v for t, v in recs[r].stops if t_fault <= t <= t_fault + span)
         if during < UNAFFECTED_RATE * before or stopped:
             res.ok = False
@@ -181,23 +196,126 @@ def fault_fleet_world_kill(fleet, recs: dict[str, Recorder]) -> FaultResult:
     return _combine('fleet_world_kill', fleet, recs, list(recs), t_fault, t_clear)
 
 
+class InstanceWatch:
+    """The instances' heartbeats (/action_instances), the latest per instance."""
+
+    def __init__(self, node):
+        self.latest: dict[str, ActionInstanceStatus] = {}
+        self.heard: dict[str, float] = {}  # instance -> monotonic s of its latest
+        self.ticks: dict[str, list[tuple[float, int]]] = {}  # (heard at, its tick count)
+        node.create_subscription(
+            ActionInstanceStatus, '/action_instances', self._on_heartbeat, qos.EVENTS
+        )
+
+    def _on_heartbeat(self, msg: ActionInstanceStatus) -> None:
+        now = time.monotonic()
+        self.latest[msg.instance] = msg
+        self.heard[msg.instance] = now
+        self.ticks.setdefault(msg.instance, []).append((now, int(msg.ticks)))
+
+    def tick_rate(self, instance: str, t0: float, t1: float) -> float:
+        """The instance's clock rate over [t0, t1] (monotonic s), from its heartbeats."""
+        seen = [(t, n) for t, n in self.ticks.get(instance, []) if t0 <= t <= t1]
+        if len(seen) < 2 or seen[-1][0] - seen[0][0] <= 0:
+            return 0.0
+        return (seen[-1][1] - seen[0][1]) / (seen[-1][0] - seen[0][0])
+
+    def serves(self, instance: str, robots, within_s: float = 0.5) -> bool:
+        """Whether the instance, heard within ``within_s``, serves all of ``robots``."""
+        m = self.latest.get(instance)
+        fresh = m is not None and time.monotonic() - self.heard[instance] <= within_s
+        return fresh and set(robots) <= set(m.serving_robots)
+
+
+def fault_instance_kill(fleet, recs: dict[str, Recorder]) -> FaultResult:
+    plan = fleet.layout[-1]
+    victims = list(plan.robots)
+    watch = fleet.instance_watch
+    _serving_all(fleet, recs)
+    fleet.spin_for(3.0)  # a baseline for the survivors' chunk rates
+    marks = {r: len(recs[r].raw) for r in victims}
+    t_fault = time.monotonic()
+    dead = fleet.kill_child(f'instance/{plan.name}', signal.SIGKILL)
+
+    def taken_over():
+        return all(any(t > t_fault for t in recs[r].raw[marks[r] :]) for r in victims)
+
+    _spin_until(fleet, taken_over, 5.0)
+    # each robot's first chunk ticked after the kill: the standby's (the raw chunks' tick
+    # times, from their stamps: the instance's clock, not this process's receipt)
+    t_clear = {r: next((t for t in recs[r].raw[marks[r] :] if t > t_fault), None) for r in victims}
+    fleet.spin_for(max(0.0, t_fault + 1.0 - time.monotonic()))
+    dead.wait(timeout=10)
+    fleet.start_instance(plan.name)
+    handed = _spin_until(fleet, lambda: watch.serves(plan.name, victims), 60.0)
+    fleet.spin_for(1.0)  # chunks after the handback are checked too
+    for r in victims:
+        _chunk_after(fleet, recs[r], t_clear[r])
+    # the survivors keep their instance's clock: its ticks per second (their chunks also
+    # depend on the world expert's pace on this loaded host, which is not the instance's)
+    survivor = next(p.name for p in fleet.layout if p.name != plan.name)
+    res = _combine(
+        'instance_kill', fleet, recs, victims, t_fault, t_clear,
+        rate=lambda r, t0, t1: watch.tick_rate(survivor, t0, t1),
+        rate_name=f'ticks/s of {survivor}',
+    )  # fmt: skip
+    takeovers = [None if t is None else (t - t_fault) * 1e3 for t in t_clear.values()]
+    res.takeover_ms = None if None in takeovers else max(takeovers)
+    was_ok = res.ok
+    res.judge()
+    res.ok = res.ok and was_ok and handed  # _combine's survivors' check stands
+    res.notes += f'; takeover {", ".join(f"{t:.0f}" if t else "-" for t in takeovers)} ms'
+    if not handed:
+        res.notes += f'; the restarted {plan.name} did not take {victims} back in 60 s'
+    return res
+
+
+INSTANCE_FAULTS = {'instance_kill': fault_instance_kill}
+
 FLEET_FAULTS = {
     'fleet_world_kill': fault_fleet_world_kill,
     'store_master_kill': fault_store_master_kill,
     'store_pause': fault_store_pause,
     'fleet_action_kill': fault_fleet_action_kill,
+    **INSTANCE_FAULTS,
 }
 
 
 def run_fleet(faults: list[str], repeat: int = 1, robots: int = 2, progress=None) -> dict:
-    """Bring a fleet up on the Mooncake Store, inject ``faults`` ``repeat`` times."""
+    """The store's and the shared experts' faults on a fleet on the Mooncake Store, then
+    the instances' on a fleet of instances; each ``repeat`` times. One result."""
+    store = [f for f in faults if f not in INSTANCE_FAULTS]
+    mine = [f for f in faults if f in INSTANCE_FAULTS]
+    outs = []
+    if store:
+        outs.append(_run_fleet(store, repeat, progress, robots=robots, cache='mooncake'))
+    if mine:  # 4 robots on 2 instances; cameras at 10 Hz (see the module's docstring)
+        outs.append(
+            _run_fleet(mine, repeat, progress, robots=4, cache='shm', instances=2, camera_hz=10)
+        )
+    out = outs[0]
+    for more in outs[1:]:
+        for k, v in more.items():
+            out[k] = out[k] + v
+    return out
+
+
+def _run_fleet(
+    faults: list[str], repeat: int, progress, robots: int, cache: str, instances: int = 0,
+    camera_hz: float = 30.0,
+) -> dict:  # fmt: skip
     import psutil
 
     from robot_agent.fleet import Fleet
 
     config = default_config()
     before = set(shm_segments())
-    fleet = Fleet(robots, 'multi', config, robot='synthetic', cache='mooncake')
+    fleet = Fleet(
+        robots, 'multi', config, robot='synthetic', cache=cache, instances=instances,
+        camera_hz=camera_hz,
+        extra_args=['-p', f'world_expert:expected_camera_hz:={float(camera_hz)}'],
+    )  # fmt: skip
+    fleet.instance_watch = InstanceWatch(next(iter(fleet.monitors.values())))
     results: list[FaultResult] = []
     recs: dict[str, Recorder] = {}
     pids = set()
@@ -205,7 +323,7 @@ def run_fleet(faults: list[str], repeat: int = 1, robots: int = 2, progress=None
         fleet.wait_ready(180)
         fleet.spin_for(5.0, until=lambda: all(not m.safety_stop for m in fleet.monitors.values()))
         period = load_params(config, 'action_expert', ActionExpertParams).control.period_s
-        version_age = accepted_version_and_max_age(config)
+        version_age = accepted_version_and_max_age(config, camera_hz)
         for r in fleet.names:
             recs[r] = Recorder(
                 fleet,

@@ -37,11 +37,21 @@ class NodeDiagnostics:
     TIMER_S = 0.2
     STARTUP_S = 5.0
 
-    def __init__(self, node, hardware_id: str = ''):
+    def __init__(self, node, hardware_id: str = '', reports_as: str = ''):
+        """``reports_as``: the node name the statuses carry instead of this node's own (an
+        action-expert instance's standby node for a robot reports as that robot's
+        ``action_expert`` once it serves it, so the robot's gate hears the role it depends
+        on, not which process fills it); the hardware_id is then that name, qualified in
+        this node's namespace. Published directly: the updater names statuses after the
+        node itself."""
         self.node = node
+        self.name = reports_as or node.get_name()
+        if reports_as and not hardware_id:
+            ns = node.get_namespace().rstrip('/')
+            hardware_id = f'{ns}/{reports_as}'
         self.hardware_id = hardware_id or node.get_fully_qualified_name()
         self.tasks: list[tuple[str, Build]] = []
-        self.uses_updater = _du is not None
+        self.uses_updater = _du is not None and not reports_as
         self._calls = 0
         if self.uses_updater:
             # We trigger updates ourselves; the updater's own timer is parked. One
@@ -87,7 +97,7 @@ class NodeDiagnostics:
             level, message, values = build()
             statuses.append(
                 convert.diagnostic_status(
-                    f'{self.node.get_name()}: {task}', self.hardware_id, level, message, values
+                    f'{self.name}: {task}', self.hardware_id, level, message, values
                 )
             )
         self._pub.publish(convert.diagnostic_array(wall_ns(), statuses))

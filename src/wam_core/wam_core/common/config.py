@@ -462,6 +462,71 @@ class ActionExpertParams:
         self.robot.check_limits(self.joint_limits)
 
 
+@dataclass
+class InstanceBatchConfig:
+    max_size: int = param(
+        16, "robots' decodes in one forward pass, at most (a model with decode_batch)",
+        min=1, max=256,
+    )  # fmt: skip
+
+
+@dataclass
+class ActionInstanceParams:
+    """action_instance: one process, one 50 Hz clock, several robots' action experts."""
+
+    instance_name: str = param(
+        '', "this instance's name in the heartbeats (/action_instances); empty: the node's"
+    )
+    robots: list[str] = param(
+        [],
+        'the robots (namespaces) this instance is the primary for: a /<robot>/action_expert '
+        "node each, with the action_expert section's parameters",
+    )
+    standby_robots: list[str] = param(
+        [],
+        "a peer instance's robots this one takes over when that instance falls silent "
+        '(a warm /<robot>/action_expert_standby node each, publishing nothing until then)',
+    )
+    peers: list[str] = param(
+        [],
+        'instances to hear from once before driving its own robots after a start (a '
+        'restarted instance must not drive a robot its standby still drives)',
+    )
+    takeover_after_s: float = param(
+        0.1,
+        "a robot's primary instance silent this long (no heartbeat) hands it to its standby, "
+        "s; below the gate's safety.chunk_hold_s, so the robot only brakes if it is late",
+        min=0.02,
+        max=60.0,
+    )
+    startup_grace_s: float = param(
+        5.0,
+        "waiting for peers (and for a standby robot's primary that never came up) ends "
+        'after this long, s',
+        min=0.0,
+        max=600.0,
+    )
+    batch: InstanceBatchConfig = section(InstanceBatchConfig)
+    realtime_priority: int = param(
+        50, 'SCHED_FIFO priority of the clock thread (0: normal scheduling)', min=0, max=99
+    )
+
+    def validate(self) -> None:
+        # an empty entry is nothing (a launch file cannot pass an empty typed list)
+        self.standby_robots = [r for r in self.standby_robots if r.strip()]
+        self.peers = [p.strip() for p in self.peers if p.strip()]
+        names = [r.strip().strip('/') for r in (*self.robots, *self.standby_robots)]
+        if not all(names):
+            raise ConfigError(f'parameter robots has an empty name: {self.robots}')
+        if len(set(names)) != len(names):
+            raise ConfigError(
+                f'parameters robots {self.robots} and standby_robots {self.standby_robots} '
+                'name a robot twice'
+            )
+        self.robots = [r.strip().strip('/') for r in self.robots]
+        self.standby_robots = [r.strip().strip('/') for r in self.standby_robots]
+
+
 # ----------------------------------------------------------------------------- harness
 @dataclass
 class SafetyConfig:
@@ -689,6 +754,7 @@ class AgentParams:
 NODE_SCHEMAS: dict[str, type] = {
     'world_expert': WorldExpertParams,
     'action_expert': ActionExpertParams,
+    'action_instance': ActionInstanceParams,
     'harness': HarnessParams,
     'task_manager': TaskManagerParams,
     'sim_robot': SimRobotParams,

@@ -334,6 +334,13 @@ class ObjectMlpExpert:
             return self._decode_graph(context.objects, joint_state, conditioning)
         return self.module.decode(context, joint_state, conditioning)
 
+    def decode_batch(self, contexts: list[SceneState], joint_states, conditioning):
+        """Several robots' decodes in one forward (an action-expert instance): contexts
+        from ``prepare``, [B, N] joint states, [B, S] conditioning -> [B, H, N]. Outside
+        the batch-1 CUDA graphs."""
+        objects = torch.cat([c.objects for c in contexts])
+        return self.module.act(objects, joint_states, conditioning)
+
     def enable_cuda_graphs(self) -> None:
         """Capture prepare and decode (batch 1, the tick's shapes) as CUDA graphs. Needs
         the CUDA device. decode's output is the graph's buffer: the ticker copies it to

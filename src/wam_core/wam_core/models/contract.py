@@ -199,6 +199,10 @@ class ActionExpertModel(Protocol):
         """context, [1, N] joint state, [1, S] conditioning -> [1, H, N] chunk tensor."""
         ...
 
+    # Optional: decode_batch(contexts, joint_states [B, N], conditioning [B, S]) -> [B, H, N],
+    # several robots' decodes in one forward (an action-expert instance serving several
+    # robots uses it when present; without it their decodes run one after another).
+
 
 # the members each protocol requires, to name what a non-conforming expert lacks
 WORLD_MEMBERS = (

@@ -58,6 +58,20 @@ class TickResult:
     new_representation: bool = False  # the first chunk computed from this representation
 
 
+@dataclass
+class PendingDecode:
+    """A tick between ``begin`` and ``finish``: the scene to decode from and what the tick
+    read. ``decode_started``: perf_counter s when its decode began (a batched decode's
+    forward is shared: each robot's forward stage shows the whole of it)."""
+
+    scene: object
+    res: ReadResult
+    fresh: bool
+    t0: float
+    stages: dict[str, float]
+    decode_started: float = 0.0
+
+
 def representation_tensor(array, dtype: str) -> torch.Tensor:
     """A cache's array as a torch tensor, no copy: a numpy view (bfloat16 is stored as its
     16-bit words and viewed as bfloat16 again), or the tensor a cuda_ipc ring gives."""
@@ -257,19 +271,31 @@ class ActionTicker:
 
     # the tick --------------------------------------------------------------
     def tick(self) -> TickResult:
-        res = self._tick()
-        if self._switch_tail > 0:
-            self._count_switch_tail()
-        return res
+        """One tick: begin, decode, finish."""
+        with torch.inference_mode():
+            pending = self.begin()
+            if isinstance(pending, PendingDecode):
+                pending.decode_started = time.perf_counter()
+                try:
+                    out = self.model.decode(pending.scene, self._joint, self._subtask)[0]
+                except BaseException:
+                    self.abandon(pending)
+                    raise
+                pending = self.finish(pending, out)
+        return pending
 
-    @torch.inference_mode()
-    def _tick(self) -> TickResult:
+    def begin(self) -> TickResult | PendingDecode:
+        """A tick up to its decode: the inputs taken, the representation read (version,
+        TTL, seqlock) and its scene prepared; a degraded result when nothing usable is
+        there. An instance serving several robots calls this for each, decodes them
+        together (``batched_decode``), then calls ``finish`` for each. Call under
+        torch.inference_mode()."""
         self.ticks += 1
         t0 = time.perf_counter()
         stages: dict[str, float] = {}
         self._take_inputs()
         if self._joint_np is None:
-            return self._degrade('no_joint_state', stages)
+            return self._end(self._degrade('no_joint_state', stages))
         d = self._descriptor
         armed = self._armed
         if armed is not None and (
@@ -281,7 +307,7 @@ class ActionTicker:
             previous = self.previous
             if previous is None or d.model_version != previous.version:
                 stages['cache_read'] = (time.perf_counter() - t0) * 1e3
-                return self._degrade('version_mismatch', stages)
+                return self._end(self._degrade('version_mismatch', stages))
             # just switched: the descriptor is the replaced model's, its successor's not
             # here yet; the ring's newest entry of the served version (read below) serves
         res: ReadResult = (
@@ -311,44 +337,70 @@ class ActionTicker:
             # drift apart is refused here, never decoded
             self.mixed_version_ticks += 1
             stages['cache_read'] = (time.perf_counter() - t0) * 1e3
-            return self._degrade('mixed_version', stages)
+            return self._end(self._degrade('mixed_version', stages))
         t1 = time.perf_counter()
         stages['cache_read'] = (t1 - t0) * 1e3
         if not res.ok:
-            return self._degrade(res.reason, stages)
+            return self._end(self._degrade(res.reason, stages))
         fresh = res.entry.key != self._scene_key
         if fresh:
             # Zero-copy: the scene state is computed straight from the cache's buffer (a
             # numpy view, or a tensor on the device for cuda_ipc); the seqlock is re-checked
-            # once the chunk is on the host (below), when every kernel that read the slot has
-            # run, so a slot rewritten meanwhile is never used.
+            # once the chunk is on the host (finish), when every kernel that read the slot
+            # has run, so a slot rewritten meanwhile is never used.
             rep = representation_tensor(res.array, res.entry.dtype).unsqueeze(0)
             if rep.dtype != self._dtype or rep.device != self._device:
                 rep = rep.to(self._device, self._dtype)
             self._scene, self._scene_key = self.model.prepare(rep), res.entry.key
             self.prepares += 1
             stages['prepare'] = (time.perf_counter() - t1) * 1e3
-        t2 = time.perf_counter()
-        out = self.model.decode(self._scene, self._joint, self._subtask)[0]
+        return PendingDecode(self._scene, res, fresh, t0, stages)
+
+    def decode_inputs(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The [1, N] joint state and [1, S] conditioning the pending decode reads."""
+        return self._joint, self._subtask
+
+    def finish(self, p: PendingDecode, out: torch.Tensor) -> TickResult:
+        """The tick after its decode: ``out`` is this robot's [H, N] chunk tensor."""
         if self._delta:  # offsets from the state it decoded from -> positions
-            out = out + self._joint
+            out = out + self._joint[0]
         positions = out.float().cpu().numpy()  # on a GPU: the tick's one wait for the device
         if self.period_s != self.model_period_s:
             positions = resample_chunk(positions, self.model_period_s, self.period_s)
-        if fresh and not res.still_valid():
+        stages, res = p.stages, p.res
+        if p.fresh and not res.still_valid():
             self._scene, self._scene_key = None, ''
             self.prepares -= 1
-            return self._degrade('torn', stages)
+            return self._end(self._degrade('torn', stages))
         t3 = time.perf_counter()
-        stages['forward'] = (t3 - t2) * 1e3
-        if (t3 - t0) * 1e3 > self.timeout_ms:
-            return self._degrade('action_timeout', stages)
+        stages['forward'] = (t3 - p.decode_started) * 1e3
+        if (t3 - p.t0) * 1e3 > self.timeout_ms:
+            return self._end(self._degrade('action_timeout', stages))
         if not np.all(np.isfinite(positions)):
-            return self._degrade('non_finite_output', stages)
+            return self._end(self._degrade('non_finite_output', stages))
         self.chunks += 1
-        return TickResult(
-            'chunk', positions, '', res.entry.key, res.age_ms, res.entry.stamp_ns, stages, fresh
+        return self._end(
+            TickResult(
+                'chunk',
+                positions,
+                '',
+                res.entry.key,
+                res.age_ms,
+                res.entry.stamp_ns,
+                stages,
+                p.fresh,
+            )
         )
+
+    def abandon(self, p: PendingDecode) -> None:
+        """The decode for ``p`` failed (raised): its prepared scene is not trusted again."""
+        if p.fresh:
+            self._scene, self._scene_key = None, ''
+
+    def _end(self, res: TickResult) -> TickResult:
+        if self._switch_tail > 0:
+            self._count_switch_tail()
+        return res
 
     def warmup(self, n: int, repr_shape, model=None) -> list[float]:
         """n full passes on a synthetic representation (not counted as ticks); each

@@ -1,0 +1,256 @@
+"""Action-expert instance: one process, one 50 Hz clock, several robots.
+
+Each robot keeps its own action expert (``ActionExpertNode`` in the robot's namespace,
+hosted): its cache reader, joint states, subtask, chunk stream, lead, blending and
+hold_last_action, status and /diagnostics, as when it runs alone. The instance shares
+what can be shared: one model in memory, one deadline clock whose tick decodes every
+served robot's chunk together (``batched_decode``: one forward when the model has
+``decode_batch``), one process's runtime. A robot's bad input, or a decode that raises
+for it, stays that robot's degraded tick.
+
+Failover: the instance is the primary for ``robots`` and stands by for a peer's
+``standby_robots`` with a warm node each (``/<robot>/action_expert_standby``: inputs
+followed, scene prepared on the first tick, nothing published). Every tick it
+publishes a heartbeat on /action_instances; ``wam_core.serving.failover`` decides from
+the peers' heartbeats which robots it ticks: a standby robot once its primary instance
+has been silent for ``takeover_after_s``, given back when the primary reports again. The
+robot's gate sees a late chunk meanwhile and brakes it to a hold, never a safety stop
+while the takeover is faster than ``safety.chunk_timeout_s``. A standby node that
+serves reports as the robot's ``action_expert``, so the gate hears the role it depends on.
+
+    ros2 run action_expert_node action_instance --ros-args --params-file config/wam.yaml \\
+        -p robots:=[robot1,robot2] -p standby_robots:=[robot3,robot4] -p peers:=[i1] \\
+        -p instance_name:=i0
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import rclpy
+from rclpy.lifecycle import TransitionCallbackReturn
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.signals import SignalHandlerOptions
+from std_msgs.msg import Header
+
+from wam_core.common.clock import wall_ns
+from wam_core.common.config import ActionInstanceParams
+from wam_core.common.params import ConfigError
+from wam_core.common.status import OK, WARN
+from wam_core.common.thread_errors import ThreadErrors
+from wam_core.serving.batched_decode import decode_together
+from wam_core.serving.deadline_timer import DeadlineTimer
+from wam_core.serving.failover import InstanceRoster
+from wam_core.serving.interpreter import freeze_heap, shorten_gil_switch_interval
+from wam_interfaces.msg import ActionInstanceStatus
+from wam_util import convert, qos
+from wam_util.diagnostics import NodeDiagnostics
+from wam_util.executors import _stop_on_signals, make_executor, spin_until_shutdown
+from wam_util.params import NodeParams
+
+from .node import ActionExpertNode
+
+HEARTBEATS = '/action_instances'
+
+
+class ActionInstance(Node):
+    def __init__(self, **kwargs):
+        super().__init__('action_instance', **kwargs)
+        self.cfg: ActionInstanceParams = NodeParams(self, ActionInstanceParams).read()
+        if not self.cfg.robots:  # (wam.yaml lists none: the bring-up's layout does)
+            raise ConfigError('parameter robots must name at least one robot, got []')
+        self.instance = self.cfg.instance_name or self.get_name()
+        self.experts: dict[str, ActionExpertNode] = {}  # robot -> its node here
+        self.thread_errors = ThreadErrors(lambda m: self.get_logger().error(m))
+        self._lock = threading.Lock()  # the roster: heartbeats in, the tick's decision
+        self.roster: InstanceRoster | None = None
+        self.serving: set[str] = set()
+        self.ticks = 0
+        self.batch_size = 0
+        self.clock: DeadlineTimer | None = None
+        self._beat = self.create_publisher(ActionInstanceStatus, HEARTBEATS, qos.EVENTS)
+        self.create_subscription(ActionInstanceStatus, HEARTBEATS, self._on_heartbeat, qos.EVENTS)
+        self.diagnostics = NodeDiagnostics(self)
+        self.diagnostics.add('action instance', self._report)
+        self.create_timer(self.diagnostics.TIMER_S, self._diagnostics_due)
+
+    # bring-up --------------------------------------------------------------------
+    def bring_up(self) -> list[ActionExpertNode]:
+        """Configure and activate every robot's node (the model loaded once), then start
+        the clock; the nodes, for the executor. Raises SystemExit on a failed transition."""
+        cfg = self.cfg
+        first = ActionExpertNode(namespace=f'/{cfg.robots[0]}', hosted=True)
+        self._up(cfg.robots[0], first)
+        model = first.ticker.model
+        for robot in cfg.robots[1:]:
+            self._up(robot, ActionExpertNode(namespace=f'/{robot}', model=model, hosted=True))
+        # a standby node is not named action_expert (the robot's primary instance has
+        # that node), so no parameter file rule names it: it gets the first robot's values
+        same = [Parameter(n, value=p.value) for n, p in first._parameters.items()]
+        for robot in cfg.standby_robots:
+            node = ActionExpertNode(
+                'action_expert_standby',
+                namespace=f'/{robot}',
+                model=model,
+                hosted=True,
+                reports_as='action_expert',
+                parameter_overrides=same,
+            )
+            self._up(robot, node)
+        periods = {n.cfg.control.period_s for n in self.experts.values()}
+        if len(periods) != 1:
+            raise ConfigError(f'the robots run at different control periods {sorted(periods)}')
+        self.roster = InstanceRoster(
+            self.instance,
+            tuple(cfg.robots),
+            tuple(cfg.standby_robots),
+            tuple(cfg.peers),
+            cfg.takeover_after_s,
+            cfg.startup_grace_s,
+            started=time.monotonic(),
+        )
+        freeze_heap()
+        self.clock = DeadlineTimer(
+            periods.pop(), self._tick, 'action_instance_tick', cfg.realtime_priority,
+            self.thread_errors,
+        )  # fmt: skip
+        self.clock.start()
+        self.get_logger().info(
+            f'instance {self.instance}: robots {", ".join(cfg.robots)}'
+            + (f'; standby for {", ".join(cfg.standby_robots)}' if cfg.standby_robots else '')
+            + f'; one model, one clock every {first.cfg.control.period_s * 1e3:.1f} ms'
+        )
+        self.diagnostics.publish()
+        return list(self.experts.values())
+
+    def _up(self, robot: str, node: ActionExpertNode) -> None:
+        self.experts[robot] = node  # released with the rest, even if it fails here
+        for name in ('configure', 'activate'):
+            if getattr(node, f'trigger_{name}')() != TransitionCallbackReturn.SUCCESS:
+                raise SystemExit(f'/{robot}/{node.get_name()}: {name} failed, see the log above')
+
+    # heartbeats ----------------------------------------------------------------------
+    def _on_heartbeat(self, msg: ActionInstanceStatus) -> None:
+        if self.roster is None:
+            return
+        with self._lock:
+            self.roster.on_heartbeat(
+                msg.instance, msg.robots, msg.serving_robots, msg.claimed_robots, time.monotonic()
+            )
+
+    def _heartbeat(self, claimed: set[str]) -> None:
+        self._beat.publish(
+            ActionInstanceStatus(
+                header=Header(stamp=convert.ns_to_stamp(wall_ns())),
+                instance=self.instance,
+                robots=list(self.cfg.robots),
+                standby_robots=list(self.cfg.standby_robots),
+                claimed_robots=sorted(claimed),
+                serving_robots=sorted(self.serving),
+                ticks=self.ticks,
+                batch_size=self.batch_size,
+            )
+        )
+
+    # the clock -----------------------------------------------------------------------
+    def _tick(self, deadline: float) -> None:
+        with self._lock:
+            now = time.monotonic()
+            wanted = self.roster.serving(now)
+            claimed = self.roster.claimed(now)
+            taken = dict(self.roster.taken)
+        self._hand_over(wanted, taken)
+        nodes = [self.experts[r] for r in sorted(self.serving) if self.experts[r].ready]
+        starts = [n.tick_started(deadline) for n in nodes]
+        results, self.batch_size = decode_together(
+            [n.ticker for n in nodes], self.cfg.batch.max_size
+        )
+        for node, t0, res in zip(nodes, starts, results, strict=True):
+            try:
+                if isinstance(res, BaseException):
+                    raise res
+                node.serve_tick(res, deadline, t0)
+            except Exception as exc:  # this robot's, counted where its status shows it
+                node.thread_errors.record(exc, f'{node.get_namespace()} tick')
+        self.ticks += 1
+        self._heartbeat(claimed)
+
+    def _hand_over(self, wanted: set[str], taken: dict) -> None:
+        for robot in sorted(wanted - self.serving):
+            self.experts[robot].start_serving()
+            if robot in taken:
+                self.get_logger().warning(f'took {robot} over: {taken[robot].reason}')
+        for robot in sorted(self.serving - wanted):
+            self.experts[robot].stop_serving()
+            if robot in self.cfg.standby_robots:
+                self.get_logger().info(f'{robot} handed back to its primary instance')
+        self.serving = wanted
+
+    # status --------------------------------------------------------------------------
+    def _diagnostics_due(self) -> None:
+        if self.diagnostics.due():
+            self.diagnostics.publish()
+
+    def _report(self):
+        taken = sorted(self.roster.taken) if self.roster is not None else []
+        level, message = OK, f'serving {len(self.serving)} robots'
+        if self.roster is None:
+            level, message = WARN, 'starting'
+        elif taken:
+            level, message = WARN, f'serving {", ".join(taken)} for a silent peer'
+        elif self.thread_errors.total:
+            level, message = WARN, f'{self.thread_errors.total} exceptions survived'
+        values = [
+            ('instance', self.instance),
+            ('robots', ', '.join(self.cfg.robots)),
+            ('standby_robots', ', '.join(self.cfg.standby_robots)),
+            ('serving', ', '.join(sorted(self.serving))),
+            ('ticks', self.ticks),
+            ('batch_size', self.batch_size),
+            ('takeovers', self.roster.takeovers if self.roster else 0),
+            ('handbacks', self.roster.handbacks if self.roster else 0),
+            ('skipped_deadlines', self.clock.skipped if self.clock else 0),
+        ]
+        return level, message, values
+
+    def release(self) -> None:
+        if self.clock is not None and not self.clock.stop():
+            self.get_logger().error('the clock did not stop within 2 s')
+        self.clock = None
+        for node in self.experts.values():
+            if node.ready:
+                node.trigger_deactivate()  # the robots it drives brake to a hold
+            node.release()
+
+
+def main(args=None) -> None:
+    """One instance process (``robots``, ``standby_robots`` and ``peers`` from its
+    parameters)."""
+    shorten_gil_switch_interval()
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    stop = _stop_on_signals()
+    try:
+        instance = ActionInstance()
+    except ConfigError as exc:
+        rclpy.logging.get_logger('wam').fatal(f'invalid parameters: {exc}')
+        rclpy.try_shutdown()
+        raise SystemExit(2) from None
+    executor = make_executor()
+    executor.add_node(instance)
+    try:
+        for node in instance.bring_up():
+            executor.add_node(node)
+        spin_until_shutdown(executor, stop)
+    finally:
+        instance.release()
+        executor.shutdown()
+        for node in instance.experts.values():
+            node.destroy_node()
+        instance.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,90 @@
+"""The instance roster: which robots an action-expert instance ticks, from heartbeats."""
+
+import pytest
+
+from wam_core.serving.failover import InstanceRoster
+
+
+def pair(now=0.0):
+    """i0 primary for r1, r2 and standby for r3, r4; i1 the other way round."""
+    i0 = InstanceRoster('i0', ('r1', 'r2'), ('r3', 'r4'), ('i1',), 0.1, 5.0, started=now)
+    i1 = InstanceRoster('i1', ('r3', 'r4'), ('r1', 'r2'), ('i0',), 0.1, 5.0, started=now)
+    return i0, i1
+
+
+def beat(src: InstanceRoster, dst: InstanceRoster, now: float) -> None:
+    dst.on_heartbeat(src.name, src.robots, src.serving(now), src.claimed(now), now)
+
+
+def test_a_primary_waits_to_hear_its_peer_then_drives_its_own_robots_only():
+    i0, i1 = pair()
+    assert i0.serving(0.5) == set()  # i1 not heard yet: it might be driving r1, r2
+    beat(i1, i0, 0.6)
+    assert i0.serving(0.6) == {'r1', 'r2'}
+    beat(i0, i1, 0.6)
+    assert i1.serving(0.62) == {'r3', 'r4'}
+    assert i0.takeovers == i1.takeovers == 0
+
+
+def test_without_peers_heard_the_grace_ends_the_wait():
+    i0, _ = pair()
+    # nobody heard for 5 s: drive its own robots, and take over r3, r4 (no primary came up)
+    assert i0.serving(5.01) == {'r1', 'r2', 'r3', 'r4'}
+    assert 'no primary instance heard' in i0.taken['r3'].reason
+
+
+def test_a_silent_primary_hands_its_robots_to_the_standby_after_the_bound():
+    i0, i1 = pair()
+    for t in (0.0, 0.02, 0.04):
+        beat(i0, i1, t)
+        beat(i1, i0, t)
+    assert i1.serving(0.12) == {'r3', 'r4'}  # i0 heard 80 ms ago: still alive
+    taken = i1.serving(0.15)  # 110 ms of silence: kill -9
+    assert taken == {'r1', 'r2', 'r3', 'r4'}
+    assert i1.takeovers == 2 and 'i0 silent for 110 ms' in i1.taken['r1'].reason
+
+
+def test_a_restarted_primary_takes_its_robots_back_without_two_drivers_at_once():
+    i0, i1 = pair()
+    beat(i0, i1, 0.0)
+    assert i1.serving(0.2) == {'r1', 'r2', 'r3', 'r4'}  # i0 died
+    back = InstanceRoster('i0', ('r1', 'r2'), ('r3', 'r4'), ('i1',), 0.1, 5.0, started=1.0)
+    # starting (it has not heard i1 yet): it claims nothing, and i1 keeps its robots
+    assert back.serving(1.1) == set() and back.claimed(1.1) == set()
+    beat(back, i1, 1.1)
+    assert i1.serving(1.1) == {'r1', 'r2', 'r3', 'r4'}
+    beat(i1, back, 1.2)  # i1 says it serves r1, r2: back claims them, drives neither yet
+    assert back.claimed(1.2) == {'r1', 'r2'} and back.serving(1.2) == set()
+    beat(back, i1, 1.21)  # i1 hears the claim: lets go at once
+    assert i1.serving(1.22) == {'r3', 'r4'} and i1.handbacks == 2
+    beat(i1, back, 1.23)
+    assert back.serving(1.23) == {'r1', 'r2'}
+    # never both: at every step above at most one of them listed r1
+
+
+def test_the_standby_yields_as_soon_as_the_primary_claims_again():
+    i0, i1 = pair()
+    beat(i0, i1, 0.0)
+    i1.serving(0.2)
+    i1.on_heartbeat('i0', ('r1', 'r2'), (), ('r1', 'r2'), 0.21)  # a hung tick came back
+    assert i1.serving(0.21) == {'r3', 'r4'}
+
+
+def test_a_robot_both_own_and_on_standby_is_refused():
+    with pytest.raises(ValueError, match='both its own and on standby'):
+        InstanceRoster('i0', ('r1',), ('r1',))
+
+
+def test_the_ring_layout_gives_every_robot_one_primary_and_one_standby():
+    from wam_core.serving.failover import ring_layout
+
+    plan = ring_layout(['r1', 'r2', 'r3', 'r4', 'r5'], 2)
+    assert [p.robots for p in plan] == [('r1', 'r2', 'r3'), ('r4', 'r5')]
+    assert [p.standby_robots for p in plan] == [('r4', 'r5'), ('r1', 'r2', 'r3')]
+    assert plan[0].peers == ('i1',)
+    three = ring_layout([f'r{i}' for i in range(6)], 3)
+    standby = sorted(r for p in three for r in p.standby_robots)
+    assert standby == sorted(r for p in three for r in p.robots)  # each robot once
+    assert ring_layout(['r1'], 1)[0].standby_robots == ()
+    with pytest.raises(ValueError, match='1 to 2'):
+        ring_layout(['r1', 'r2'], 3)

@@ -1,0 +1,158 @@
+"""Which robots an action-expert instance serves, from its peers' heartbeats.
+
+Each instance is the primary for some robots and stands by for a peer's. Every instance
+publishes a heartbeat with each tick it completes, naming its own robots and the ones it
+serves now; this roster turns the heartbeats it hears into the set of robots to tick.
+ROS-free and clock-explicit (every call takes ``now``, s), so the rules are tested
+deterministically:
+
+- A primary claims its robots once it has heard each configured peer (or after
+  ``startup_grace_s``): a restarted primary must know whether its standby drives them.
+  It serves a claimed robot unless a live peer says it serves it (a standby that took it
+  over and has not let go yet).
+- A standby takes a robot over when the robot's primary instance, heard before, has been
+  silent for ``takeover_after_s`` (kill -9, a tick that hangs), or was never heard in
+  ``startup_grace_s``. It lets go once the primary, alive again, claims the robot; the
+  primary drives it from the standby's first heartbeat without it. So the robot is never
+  driven by two instances at once, and the gap between them is a heartbeat or two (the
+  robot runs its last chunk meanwhile, as for any late chunk); a primary that is still
+  starting (its executor not yet spinning: it cannot hear anyone) claims nothing and
+  the standby keeps the robot meanwhile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Heartbeat:
+    robots: frozenset[str]
+    serving: frozenset[str]
+    claimed: frozenset[str]
+    at: float  # when it was heard, s
+
+
+@dataclass
+class Takeover:
+    """A standby robot this instance took over: when, and why."""
+
+    robot: str
+    at: float
+    reason: str
+
+
+@dataclass
+class InstanceRoster:
+    name: str
+    robots: tuple[str, ...]
+    standby_robots: tuple[str, ...] = ()
+    peers: tuple[str, ...] = ()  # instances this one expects to hear from
+    takeover_after_s: float = 0.1
+    startup_grace_s: float = 5.0
+    started: float = 0.0
+    heard: dict[str, Heartbeat] = field(default_factory=dict)
+    taken: dict[str, Takeover] = field(default_factory=dict)  # standby robots served now
+    takeovers: int = 0
+    handbacks: int = 0
+
+    def __post_init__(self) -> None:
+        overlap = set(self.robots) & set(self.standby_robots)
+        if overlap:
+            raise ValueError(
+                f'instance {self.name}: {sorted(overlap)} both its own and on standby'
+            )
+
+    def on_heartbeat(self, instance: str, robots, serving, claimed, now: float) -> None:
+        if instance == self.name:
+            return  # our own, looped back
+        self.heard[instance] = Heartbeat(
+            frozenset(robots), frozenset(serving), frozenset(claimed), now
+        )
+
+    def _alive(self, hb: Heartbeat, now: float) -> bool:
+        return now - hb.at <= self.takeover_after_s
+
+    def primary_of(self, robot: str) -> str | None:
+        """The peer heard to be the robot's primary instance, if any."""
+        return next((n for n, hb in self.heard.items() if robot in hb.robots), None)
+
+    def claimed(self, now: float) -> set[str]:
+        """Its own robots it is ready to drive (for its heartbeat): all of them once it has
+        heard its peers or the grace ended, none before."""
+        in_grace = now - self.started < self.startup_grace_s
+        if in_grace and any(p not in self.heard for p in self.peers):
+            return set()
+        return set(self.robots)
+
+    def serving(self, now: float) -> set[str]:
+        """The robots to tick now."""
+        out = set()
+        in_grace = now - self.started < self.startup_grace_s
+        for robot in self.claimed(now):
+            held = any(robot in hb.serving and self._alive(hb, now) for hb in self.heard.values())
+            if not held:
+                out.add(robot)
+        for robot in self.standby_robots:
+            if self._should_take(robot, now, in_grace):
+                if robot not in self.taken:
+                    self.taken[robot] = Takeover(robot, now, self._why(robot, now))
+                    self.takeovers += 1
+                out.add(robot)
+            elif robot in self.taken:
+                del self.taken[robot]
+                self.handbacks += 1
+        return out
+
+    def _should_take(self, robot: str, now: float, in_grace: bool) -> bool:
+        primary = self.primary_of(robot)
+        if primary is None:
+            return not in_grace  # its primary never came up
+        hb = self.heard[primary]
+        if not self._alive(hb, now):
+            return True
+        # alive: kept until the primary claims it back (it may still be starting)
+        return robot in self.taken and robot not in hb.claimed
+
+    def _why(self, robot: str, now: float) -> str:
+        primary = self.primary_of(robot)
+        if primary is None:
+            return f'no primary instance heard in {self.startup_grace_s:g} s'
+        silent = (now - self.heard[primary].at) * 1e3
+        return f'primary instance {primary} silent for {silent:.0f} ms'
+
+
+@dataclass(frozen=True)
+class InstancePlan:
+    """One instance of a layout: its name, its robots, the robots it stands by for and
+    the peers it hears from after a start."""
+
+    name: str
+    robots: tuple[str, ...]
+    standby_robots: tuple[str, ...]
+    peers: tuple[str, ...]
+
+
+def ring_layout(robots: list[str], instances: int) -> list[InstancePlan]:
+    """Robots in contiguous blocks over ``instances`` instances (4 robots on 2: robot1,
+    robot2 on i0, robot3, robot4 on i1); each instance stands by for the next one's
+    robots (the last for the first's), so every robot has one standby and a dead
+    instance's robots all go to one survivor. One instance: no standby."""
+    if not 1 <= instances <= len(robots):
+        raise ValueError(f'{instances} instances for {len(robots)} robots: 1 to {len(robots)}')
+    names = [f'i{k}' for k in range(instances)]
+    base, extra = divmod(len(robots), instances)
+    blocks, at = [], 0
+    for k in range(instances):
+        size = base + (1 if k < extra else 0)
+        blocks.append(tuple(robots[at : at + size]))
+        at += size
+    return [
+        InstancePlan(
+            names[k],
+            blocks[k],
+            blocks[(k + 1) % instances] if instances > 1 else (),
+            tuple(n for n in names if n != names[k]),
+        )
+        for k in range(instances)
+    ]

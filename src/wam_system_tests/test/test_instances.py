@@ -1,0 +1,88 @@
+"""Action-expert instances through real rclpy and real processes: two synthetic robots,
+each on its own instance process, each instance the other's standby.
+
+Checks what running several robots per action-expert process must keep: each robot's
+chunks from its own representation and joint state, the robot's gate hearing its
+action expert whichever instance serves it, and failover: kill -9 one instance and the
+other ticks its robot within the takeover bound, decoding both robots in one forward,
+with no safety stop; the restarted instance takes its robot back.
+"""
+
+import os
+import random
+import signal
+import time
+import uuid
+
+import pytest
+from std_msgs.msg import Bool
+
+from robot_agent.fleet import Fleet
+from wam_system_tests.fleet_faults import InstanceWatch
+
+
+@pytest.fixture(scope='module')
+def fleet():
+    os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
+    name = f'wam_instances_test_{uuid.uuid4().hex[:8]}'
+    f = Fleet(
+        2, 'multi', robot='synthetic', instances=2,
+        extra_args=['-p', f'repr_cache.shm_name:={name}'],
+    )  # fmt: skip
+    f.watch = InstanceWatch(f.monitors['robot1'])
+    try:
+        f.wait_ready(150)
+        f.spin_for(3.0)  # the gates clear their start-up stops
+        yield f
+    finally:
+        f.shutdown()
+
+
+def test_each_instance_serves_its_own_robot_and_reports_as_its_action_expert(fleet):
+    fleet.spin_for(10.0, until=lambda: len(fleet.watch.latest) == 2)
+    i0, i1 = fleet.watch.latest['i0'], fleet.watch.latest['i1']
+    assert list(i0.robots) == ['robot1'] and list(i0.standby_robots) == ['robot2']
+    assert list(i0.serving_robots) == ['robot1'] and list(i1.serving_robots) == ['robot2']
+    names = fleet.monitors['robot1'].get_node_names_and_namespaces()
+    assert ('action_expert', '/robot1') in names and ('action_expert_standby', '/robot1') in names
+    for robot in ('robot1', 'robot2'):
+        m = fleet.monitors[robot]
+        assert m.forwarded > 20 and not m.safety_stop, robot
+        assert m.action is not None and m.action.chunks > 20 and m.action.active
+        assert m.conformance.total == 0, m.last_violations
+
+
+def test_a_killed_instances_robot_is_taken_over_and_handed_back(fleet):
+    m = fleet.monitors['robot2']
+    stops = []
+    m.create_subscription(
+        Bool,
+        '/robot2/safety/stop',
+        lambda msg: stops.append(msg.data),
+        10,
+    )
+    fleet.spin_for(1.0)
+    stops.clear()
+    chunks = m.chunks
+    t_kill = time.monotonic()
+    dead = fleet.kill_child('instance/i1', signal.SIGKILL)
+    fleet.spin_for(5.0, until=lambda: fleet.watch.serves('i0', ['robot1', 'robot2']))
+    took = time.monotonic() - t_kill
+    assert fleet.watch.serves('i0', ['robot1', 'robot2']), fleet.watch.latest['i0']
+    assert took < 1.0, took
+    fleet.spin_for(2.0)
+    assert m.chunks > chunks + 50  # robot2 driven by i0 now
+    assert fleet.watch.latest['i0'].batch_size == 2  # both robots in one forward
+    assert not any(stops), 'the takeover tripped a safety stop'
+    # the standby node reports as robot2's action_expert: its gate hears it (OK, or WARN
+    # for degraded ticks on a loaded host; never the ERROR a gate stops on)
+    assert m.action is not None and m.action.active and m.action.level < 2, m.action.message
+    dead.wait(timeout=10)
+    fleet.start_instance('i1')
+    fleet.spin_for(90.0, until=lambda: fleet.watch.serves('i1', ['robot2']))
+    assert fleet.watch.serves('i1', ['robot2'])
+    fleet.spin_for(1.0)
+    assert list(fleet.watch.latest['i0'].serving_robots) == ['robot1']
+    chunks = m.chunks
+    fleet.spin_for(2.0)
+    assert m.chunks > chunks + 50 and not any(stops) and m.conformance.total == 0
