@@ -28,11 +28,9 @@ from __future__ import annotations
 import threading
 import time
 
-import rclpy
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import Header
 
 from wam_core.common.clock import wall_ns
@@ -47,7 +45,7 @@ from wam_core.serving.interpreter import freeze_heap, shorten_gil_switch_interva
 from wam_interfaces.msg import ActionInstanceStatus
 from wam_util import convert, qos
 from wam_util.diagnostics import NodeDiagnostics
-from wam_util.executors import _stop_on_signals, make_executor, spin_until_shutdown
+from wam_util.executors import run_node
 from wam_util.params import NodeParams
 
 from .node import ActionExpertNode
@@ -229,27 +227,7 @@ def main(args=None) -> None:
     """One instance process (``robots``, ``standby_robots`` and ``peers`` from its
     parameters)."""
     shorten_gil_switch_interval()
-    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    stop = _stop_on_signals()
-    try:
-        instance = ActionInstance()
-    except ConfigError as exc:
-        rclpy.logging.get_logger('wam').fatal(f'invalid parameters: {exc}')
-        rclpy.try_shutdown()
-        raise SystemExit(2) from None
-    executor = make_executor()
-    executor.add_node(instance)
-    try:
-        for node in instance.bring_up():
-            executor.add_node(node)
-        spin_until_shutdown(executor, stop)
-    finally:
-        instance.release()
-        executor.shutdown()
-        for node in instance.experts.values():
-            node.destroy_node()
-        instance.destroy_node()
-        rclpy.try_shutdown()
+    run_node(ActionInstance, args, hosted=lambda instance: instance.bring_up())
 
 
 if __name__ == '__main__':

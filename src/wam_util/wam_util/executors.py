@@ -87,10 +87,12 @@ def bring_up(node) -> None:
             raise SystemExit(f'{node.get_name()}: {name} failed, see the log above')
 
 
-def run_node(node_factory, args=None, lifecycle: bool = False) -> None:
+def run_node(node_factory, args=None, lifecycle: bool = False, hosted=None) -> None:
     """Process entry point: init, bring a lifecycle node up unless its ``autostart``
     parameter is false (a launch file or lifecycle manager drives it), spin, clean up.
-    A node whose parameters are invalid exits with status 2 and the reason."""
+    A node whose parameters are invalid exits with status 2 and the reason. ``hosted``:
+    the node brings up nodes of its own (an action-expert instance): ``hosted(node)``
+    starts them and returns them, to spin beside it and destroy after its release."""
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     stop = _stop_on_signals()
     try:
@@ -101,12 +103,17 @@ def run_node(node_factory, args=None, lifecycle: bool = False) -> None:
         raise SystemExit(2) from None
     executor = make_executor()
     executor.add_node(node)
+    others = []
     try:
         # a node whose autostart parameter is invalid still comes up, to fail configure
         # with the reason
         autostart = not node.has_parameter('autostart') or node.get_parameter('autostart').value
         if lifecycle and autostart:
             bring_up(node)
+        if hosted is not None:
+            others = list(hosted(node))
+            for other in others:
+                executor.add_node(other)
         freeze_heap()  # what start-up built stays: later collections need not walk it
         spin_until_shutdown(executor, stop)
     finally:
@@ -114,5 +121,7 @@ def run_node(node_factory, args=None, lifecycle: bool = False) -> None:
         if release is not None:
             release()
         executor.shutdown()
+        for other in others:
+            other.destroy_node()
         node.destroy_node()
         rclpy.try_shutdown()
