@@ -31,11 +31,12 @@ import signal
 import time
 from collections.abc import Callable
 
+from wam_core.common.clock import WallClock
 from wam_core.common.config import ActionExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config
 from wam_interfaces.msg import ActionInstanceStatus
-from wam_util import qos
+from wam_util import convert, qos
 
 from .faults import (
     FaultResult,
@@ -202,16 +203,29 @@ class InstanceWatch:
     def __init__(self, node):
         self.latest: dict[str, ActionInstanceStatus] = {}
         self.heard: dict[str, float] = {}  # instance -> monotonic s of its latest
-        self.ticks: dict[str, list[tuple[float, int]]] = {}  # (heard at, its tick count)
+        self.ticks: dict[str, list[tuple[float, int]]] = {}  # (sent at, its tick count)
+        self.served: dict[str, list[tuple[float, frozenset]]] = {}  # (sent at, serving)
+        self._wall = WallClock()
         node.create_subscription(
             ActionInstanceStatus, '/action_instances', self._on_heartbeat, qos.EVENTS
         )
 
     def _on_heartbeat(self, msg: ActionInstanceStatus) -> None:
-        now = time.monotonic()
         self.latest[msg.instance] = msg
-        self.heard[msg.instance] = now
-        self.ticks.setdefault(msg.instance, []).append((now, int(msg.ticks)))
+        self.heard[msg.instance] = time.monotonic()
+        # when the instance sent it (its stamp, on this process's monotonic clock): the
+        # arrival times bunch up whenever this process waits for a core
+        sent = self._wall.to_monotonic(convert.stamp_to_ns(msg.header.stamp) * 1e-9)
+        self.ticks.setdefault(msg.instance, []).append((sent, int(msg.ticks)))
+        self.served.setdefault(msg.instance, []).append((sent, frozenset(msg.serving_robots)))
+
+    def first_served(self, instance: str, robot: str, after: float) -> float | None:
+        """When the instance first said it serves the robot after ``after`` (monotonic s,
+        from its stamps)."""
+        return next(
+            (t for t, robots in self.served.get(instance, []) if t > after and robot in robots),
+            None,
+        )
 
     def tick_rate(self, instance: str, t0: float, t1: float) -> float:
         """The instance's clock rate over [t0, t1] (monotonic s), from its heartbeats."""
@@ -265,6 +279,14 @@ def fault_instance_kill(fleet, recs: dict[str, Recorder]) -> FaultResult:
     res.judge()
     res.ok = res.ok and was_ok and handed  # _combine's survivors' check stands
     res.notes += f'; takeover {", ".join(f"{t:.0f}" if t else "-" for t in takeovers)} ms'
+    # where a takeover's time goes: the survivor deciding (its heartbeat serves the
+    # robot), then the robot's first chunk (a fresh enough representation, a decode)
+    decided = [watch.first_served(survivor, r, t_fault) for r in victims]
+    res.notes += (
+        ' (serving from '
+        + ', '.join(f'{(t - t_fault) * 1e3:.0f}' if t is not None else '-' for t in decided)
+        + ' ms)'
+    )
     if not handed:
         res.notes += f'; the restarted {plan.name} did not take {victims} back in 60 s'
     return res
