@@ -117,6 +117,10 @@ def run_node(node_factory, args=None, lifecycle: bool = False, hosted=None) -> N
         freeze_heap()  # what start-up built stays: later collections need not walk it
         spin_until_shutdown(executor, stop)
     finally:
+        # an active managed node leaves as a lifecycle manager would take it down:
+        # deactivated first (the action expert brakes its robot to a hold), then released
+        if lifecycle:
+            deactivate_if_active(node)
         release = getattr(node, 'release', None)
         if release is not None:
             release()
@@ -125,3 +129,21 @@ def run_node(node_factory, args=None, lifecycle: bool = False, hosted=None) -> N
             other.destroy_node()
         node.destroy_node()
         rclpy.try_shutdown()
+        # Done: a second Ctrl-C (the terminal's, after launch's own SIGINT) must not end
+        # the process by the signal while the interpreter finalizes, which puts SIGINT
+        # back to its default action for handlers of ours (not for an ignored signal):
+        # launch would report "process has died [exit code -2]".
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
+
+
+def deactivate_if_active(node) -> bool:
+    """Deactivate a lifecycle node that is active; whether it was."""
+    try:
+        _, label = node._state_machine.current_state
+    except AttributeError:  # not a lifecycle node
+        return False
+    if label != 'active':
+        return False
+    node.trigger_deactivate()
+    return True
