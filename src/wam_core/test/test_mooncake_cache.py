@@ -182,3 +182,22 @@ def test_a_megabyte_bfloat16_prefix_crosses_hosts_intact(master):
         q_done.put(None)
         reader.close()
         writer.join(timeout=20)
+
+
+def test_the_master_listens_on_its_host_except_its_metadata_servers_own_choice(master):
+    """Its RPC and metrics servers bind the host it is given; the HTTP metadata server
+    binds 0.0.0.0 whatever --http_metadata_server_host says (this build ignores the flag):
+    docs/reliability.md names that port for a robot network's firewall. No other port."""
+    import psutil
+
+    listening = {
+        (c.laddr.ip, c.laddr.port)
+        for c in psutil.Process(master.proc.pid).net_connections(kind='inet')
+        if c.status == psutil.CONN_LISTEN
+    }
+    assert (WORLD_HOST, master.rpc_port) in listening
+    assert (WORLD_HOST, master.metrics_port) in listening
+    http = {ip for ip, port in listening if port == master.http_port}
+    assert http and http <= {WORLD_HOST, '0.0.0.0'}, listening
+    known = {master.rpc_port, master.metrics_port, master.http_port}
+    assert {port for _, port in listening} <= known, listening

@@ -74,6 +74,9 @@ class MooncakeMaster:
             '--enable_http_metadata_server=true',
             f'--http_metadata_server_host={self.host}',
             f'--http_metadata_server_port={self.http_port}',
+            # every server it runs on the given host, none on 0.0.0.0 (its default for the
+            # metadata and metrics servers): a robot network sees only what it is meant to
+            f'--metrics_host={self.host}',
             f'--metrics_port={self.metrics_port}',
             # a world expert that died keeps its segment mounted until this passes, and
             # the master keeps placing new objects in it (puts fail with -800 meanwhile):
