@@ -100,6 +100,7 @@ class TaskManager:
             logger=lambda m: node.get_logger().warning(m),
             cache=self.plan_cache,
             info=lambda m: node.get_logger().info(m),
+            hedge_after_s=p.hedge_after_s,
         )
         # what the robot perceives (the agent's PERCEIVE step): plans are grounded on it
         self.perceived: list[ObjectRef] | None = None

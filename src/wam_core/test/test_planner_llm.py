@@ -37,6 +37,8 @@ class Server:
                 mode = outer.mode
                 if mode == 'slow':
                     time.sleep(TIMEOUT * 2.5)
+                if mode == 'late':  # within the request timeout, after a hedge
+                    time.sleep(TIMEOUT * 0.6)
                 if mode in ('trickle', 'mebibyte'):
                     self._stream(mode)
                     return
@@ -47,6 +49,7 @@ class Server:
                 content = {
                     'valid': json.dumps(VALID),
                     'slow': json.dumps(VALID),
+                    'late': json.dumps(VALID),
                     'invalid_json': '{"subtasks": [',
                     'schema': json.dumps(
                         {'subtasks': [{'skill': 'teleport', 'object': None, 'destination': None}]}
@@ -247,3 +250,29 @@ def test_an_oversized_reply_is_refused_without_reading_it_whole(server):
     assert exc.value.reason == 'oversized'
     # the reply is read up to the budget (and a transfer chunk), not the whole mebibyte
     assert p.last_reply_bytes <= 16_384 + 65_536 < (1 << 20), p.last_reply_bytes
+
+
+def test_a_hedged_plan_starts_on_the_rules_and_keeps_the_late_llm_plan_for_next_time(
+    server, embedder
+):
+    from wam_core.planning.plan_cache import PlanCache
+
+    server.mode = 'late'  # answers in 0.3 s
+    cache = PlanCache(embedder)
+    fb = FallbackPlanner(
+        _planner(server.url), RulePlanner(), logger=lambda m: None, cache=cache,
+        hedge_after_s=0.1,
+    )  # fmt: skip
+    t0 = time.monotonic()
+    first = fb.plan('pick up the blue cube')
+    assert first.source == 'rules' and time.monotonic() - t0 < 0.25  # not waited for
+    assert fb.fallbacks == {'hedged': 1}
+    time.sleep(TIMEOUT)  # the LLM's plan arrives meanwhile
+    again = fb.plan('pick up the blue cube')
+    assert again.source == 'llm_cached' and fb.late_plans == 1
+    assert len(server.requests) == 1  # asked once: the cache answered the second time
+    # a server that times out entirely leaves nothing behind
+    server.mode = 'slow'
+    assert fb.plan('open the fridge').source == 'rules'
+    time.sleep(TIMEOUT * 3)
+    assert fb.plan('open the fridge').source == 'rules' and fb.late_plans == 1

@@ -601,6 +601,13 @@ class PlannerConfig:
         '(llama.cpp)',
         choices=('json_schema', 'json_object'),
     )
+    hedge_after_s: float = param(
+        1.0,
+        'an LLM slower than this is not waited for: the rules plan at once, and its plan, '
+        'if it comes, is cached for the next time the task is asked, s (0: wait for it)',
+        min=0.0,
+        max=600.0,
+    )
     breaker_cooldown_s: float = param(
         30.0,
         'after repeated failures the LLM is not called for this long, s',

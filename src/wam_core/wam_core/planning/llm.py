@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 
 import httpx
 
@@ -223,7 +226,12 @@ class FallbackPlanner:
 
     An LLM server that has never answered is the default path of a machine without one
     (the shipped configuration names localhost): that is said once, at INFO (``info``),
-    and the rules plan; once the server has answered, each failure warns (``logger``)."""
+    and the rules plan; once the server has answered, each failure warns (``logger``).
+
+    ``hedge_after_s`` > 0: a hedged plan. An LLM slower than that is not waited for: the
+    rules plan at once (fallback reason ``hedged``) and the robot starts; the LLM's plan,
+    if it still comes and validates, goes to the plan cache for the next time the same
+    task is asked (a task already under way is not re-planned under the robot)."""
 
     # failures that mean no server is listening (or the breaker after such failures)
     NOT_THERE = ('connection', 'unreachable', 'circuit_open')
@@ -235,8 +243,19 @@ class FallbackPlanner:
         logger: Callable[[str], None] = print,
         cache=None,
         info: Callable[[str], None] | None = None,
+        hedge_after_s: float = 0.0,
     ):
         self.llm = llm
+        self.hedge_after_s = hedge_after_s
+        # one LLM request at a time; a hedged one finishes there while the rules plan
+        self._pool = (
+            ThreadPoolExecutor(1, thread_name_prefix='llm_plan')
+            if llm is not None and hedge_after_s > 0
+            else None
+        )
+        self._late: list[tuple[str, Plan]] = []  # hedged plans that came later (to cache)
+        self._late_lock = threading.Lock()
+        self.late_plans = 0
         self.rules = rules
         self.logger = logger
         self.info = info or logger
@@ -252,7 +271,7 @@ class FallbackPlanner:
         return PlanError(reason)
 
     def _note_failure(self, exc: LLMError) -> None:
-        if exc.reason not in self.NOT_THERE:
+        if exc.reason not in (*self.NOT_THERE, 'hedged'):
             self.llm_answered = True  # it replied, badly: a server is there
         if self.llm_answered:
             self.logger(f'LLM planner failed ({exc}); falling back to rules')
@@ -264,12 +283,51 @@ class FallbackPlanner:
                 'planner.use_llm: false skips it)'
             )
 
+    def _validated(self, instruction: str, perceived) -> Plan:
+        plan = self.llm.plan(instruction)
+        extra = ungrounded_objects(plan, instruction)
+        if extra:
+            raise LLMError('ungrounded', f'plan names objects the instruction does not: {extra}')
+        if perceived is not None and grounding_reason(plan, perceived):
+            raise LLMError('not_in_view', grounding_reason(plan, perceived))
+        return plan
+
+    def _ask_llm(self, instruction: str, perceived) -> Plan:
+        """The LLM's validated plan, or LLMError; hedged: 'hedged' once it is slower
+        than hedge_after_s (it goes on in the background)."""
+        if self._pool is None:
+            return self._validated(instruction, perceived)
+        future = self._pool.submit(self._validated, instruction, perceived)
+        try:
+            return future.result(timeout=self.hedge_after_s)
+        except FutureTimeout:
+            future.add_done_callback(lambda f: self._keep_late(instruction, f))
+            raise LLMError(
+                'hedged', f'no plan within {self.hedge_after_s:g} s: the rules plan meanwhile'
+            ) from None
+
+    def _keep_late(self, instruction: str, future) -> None:
+        # on the LLM's thread: only noted here, cached on the planner's own thread
+        if future.cancelled() or future.exception() is not None:
+            return
+        with self._late_lock:
+            self._late.append((instruction, future.result()))
+
+    def _cache_late_plans(self) -> None:
+        with self._late_lock:
+            late, self._late = self._late, []
+        for instruction, plan in late:
+            self.late_plans += 1
+            if self.cache is not None:
+                self.cache.put(instruction, self.llm.model, plan)
+
     def plan(self, instruction: str, perceived: Sequence[ObjectRef] | None = None) -> Plan:
         """A validated plan, or PlanError with the reason. ``perceived``: the objects the
         robot sees (None: no perception reported, plans are not grounded)."""
         unsafe = unsafe_reason(instruction) if isinstance(instruction, str) else None
         if unsafe:
             raise self._refuse('unsafe', unsafe)
+        self._cache_late_plans()
         if self.llm is not None and self.cache is not None:
             cached = self.cache.get(instruction, self.llm.model)
             usable = cached is not None and (
@@ -281,14 +339,7 @@ class FallbackPlanner:
                 return Plan(cached.subtasks, 'llm_cached')
         if self.llm is not None:
             try:
-                plan = self.llm.plan(instruction)
-                extra = ungrounded_objects(plan, instruction)
-                if extra:
-                    raise LLMError(
-                        'ungrounded', f'plan names objects the instruction does not: {extra}'
-                    )
-                if perceived is not None and grounding_reason(plan, perceived):
-                    raise LLMError('not_in_view', grounding_reason(plan, perceived))
+                plan = self._ask_llm(instruction, perceived)
                 self.plans['llm'] = self.plans.get('llm', 0) + 1
                 if self.cache is not None:
                     self.cache.put(instruction, self.llm.model, plan)
