@@ -260,7 +260,7 @@ def measure_stack(mode: str, model_dir: str, version: str, seconds: float) -> di
     from wam_core.common.params import load_params
     from wam_core.common.paths import default_config
     from wam_core.control.limits import ClampGate
-    from wam_system_tests.faults import Recorder
+    from wam_system_tests.fault_recorder import Recorder
     from wam_util import convert
 
     os.environ['ROS_DOMAIN_ID'] = str(100 + os.getpid() % 100)

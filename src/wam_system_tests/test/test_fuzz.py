@@ -22,7 +22,7 @@ from trajectory_msgs.msg import JointTrajectory
 from robot_agent.stack import Stack
 from wam_core.common.paths import default_config
 from wam_core.control.limits import trajectory_violations
-from wam_system_tests.faults import configured_limits
+from wam_system_tests.fault_recorder import configured_limits
 from wam_system_tests.report import record_conformance, update_report_part
 from wam_util import convert
 

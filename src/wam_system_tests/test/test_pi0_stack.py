@@ -17,7 +17,7 @@ from wam_core.common.params import load_params
 from wam_core.common.paths import default_config
 from wam_core.control.limits import ClampGate
 from wam_core.models.pi0.write import write_pi0
-from wam_system_tests.faults import Recorder
+from wam_system_tests.fault_recorder import Recorder
 from wam_util import convert
 
 CONFIG = default_config()

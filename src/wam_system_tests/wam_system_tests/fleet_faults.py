@@ -18,7 +18,7 @@ Store between the world host (127.0.0.2) and the robot host (127.0.0.3).
   heartbeats; their full chunks also depend on the world expert's pace).
 
 Each robot has its own recorder on /<robot>/arm_controller/joint_trajectory with the
-lone-robot drill's measures (``faults.Recorder``: hold, brake, unsafe, stale, conformance,
+lone-robot drill's measures (``fault_recorder.Recorder``: hold, brake, unsafe, stale, conformance,
 recovery). A fault's result takes the worst affected robot's hold and recovery and sums
 every robot's unsafe, stale and conformance counts; a robot the fault must not touch has
 its full-chunk rate over the fault (to its recovery) held against the same span just
@@ -38,7 +38,7 @@ from wam_core.common.paths import default_config
 from wam_interfaces.msg import ActionInstanceStatus
 from wam_util import convert, qos
 
-from .faults import (
+from .fault_recorder import (
     FaultResult,
     Recorder,
     _chunk_after,

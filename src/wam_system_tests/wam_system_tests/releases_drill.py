@@ -30,8 +30,9 @@ on ``shipped``. Each repeat:
     same span before it; then canary ``tampered`` on robot1: refused at load (the digest
     check), nothing switches (time: request -> the abort).
 
-Over the whole drill every robot's forwarded trajectories are recorded (``faults.Recorder``:
-unsafe and stale points, safety stops) and each action expert counts mixed-version ticks.
+Over the whole drill every robot's forwarded trajectories are recorded
+(``fault_recorder.Recorder``: unsafe and stale points, safety stops) and each action expert
+counts mixed-version ticks.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from wam_core.models.manifest import read_manifest, write_manifest
 from wam_core.releases.objectives import Objectives
 from wam_core.releases.registry import CANARY, LIVE, ROLLED_BACK, Registry
 
-from .faults import Recorder, configured_limits
+from .fault_recorder import Recorder, configured_limits
 from .report import update_report
 
 UNAFFECTED_RATE = 0.95
