@@ -341,7 +341,8 @@ def _goal(stack, instruction: str, timeout: float) -> float | None:
 
 
 LLM_BREAKER_COOLDOWN_S = 2.0  # the drill's circuit-breaker cool-down (30 s by default)
-LLM_FALLBACK_REASON = {'down': 'http_5xx', 'slow': 'timeout', 'garbage': 'invalid_json'}
+# slow: hedged after planner.hedge_after_s (1 s), before the request's own timeout
+LLM_FALLBACK_REASON = {'down': 'http_5xx', 'slow': 'hedged', 'garbage': 'invalid_json'}
 
 
 def _llm_fallbacks(stack) -> dict[str, int]:
@@ -357,7 +358,7 @@ def _llm_fault(mode: str) -> Callable:
         stack.llm_server.mode = mode
         reason = LLM_FALLBACK_REASON[mode]
         before = _llm_fallbacks(stack).get(reason, 0)
-        # timeout 2 s x (1 + 2 retries) within a 4 s deadline, then the rules
+        # down/garbage: the retries, then the rules; slow: the rules after the 1 s hedge
         res = _no_interruption(
             stack,
             rec,
