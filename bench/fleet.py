@@ -7,8 +7,9 @@ For each N: N synthetic robots (30 Hz cameras, 128 px, 100 Hz joint states) unde
 /robot<k>/, one world expert for all of them, the robots' action experts in
 ceil(N / robots-per-instance) action-expert instances (one process, one clock and one
 model each, each the standby of the next one's robots; 0: a process per robot), and a
-gate and a task manager per robot, each in its own process (the shm cache). After a warm-up the counts
-are taken over the next ``--seconds`` (deltas); the latency percentiles are the nodes'
+gate and a task manager per robot, each in its own process (the shm cache). After a
+warm-up the counts are taken over the next ``--seconds`` (deltas); the latency
+percentiles are the nodes'
 windows of their last 3000 samples: 60 s of ticks and periods at 50 Hz, ~100 s of
 representation ages and obs->action at ~30 Hz (those include part of the warm-up and
 bring-up).
