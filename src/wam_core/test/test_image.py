@@ -81,11 +81,7 @@ def test_the_safety_numbers_are_named_described_parameters():
     from wam_core.common.paths import default_config
 
     wanted = {
-        'world_expert': [
-            'frame_checks.frozen_step_rad',
-            'frame_checks.frozen_motion_rad',
-            'frame_checks.max_future_ms',
-        ],
+        'world_expert': ['frame_checks.frozen_motion_rad', 'frame_checks.max_future_ms'],
         'action_expert': ['control.max_command_deviation', 'control.contact_noise_fraction'],
         'harness': [
             'control.max_command_deviation',

@@ -194,7 +194,6 @@ class WorldExpertNode(LifecycleNode):
                     max_age_ms=self.freshness[r].ttl_ms,
                     max_future_ms=cfg.frame_checks.max_future_ms,
                     frozen_motion=cfg.frame_checks.frozen_motion_rad,
-                    frozen_step=cfg.frame_checks.frozen_step_rad,
                 )
                 for r, c in self.caches.items()
             }

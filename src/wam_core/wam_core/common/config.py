@@ -199,14 +199,6 @@ def check_device(device: str, cuda_graphs: bool) -> None:
 # ------------------------------------------------------------------------ world expert
 @dataclass
 class FrameChecksConfig:
-    frozen_step_rad: float = param(
-        0.0005,
-        'an identical frame again while the arm moved more than this since the previous '
-        'frame (max over joints, rad) is a frozen camera, refused: a moving arm changes a '
-        "working camera's picture frame by frame (above the joint states' noise)",
-        min=0.0,
-        max=3.2,
-    )
     frozen_motion_rad: float = param(
         0.003,
         'an identical frame again while the arm moved more than this since that frame '

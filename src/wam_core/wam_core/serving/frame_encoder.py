@@ -11,12 +11,7 @@ Besides the image itself, two things make a frame unusable:
   cache TTL, its representation would be trusted for too long or never be fresh;
 - a frozen camera: a driver that repeats the last frame. A static scene repeats frames
   too, and then reusing the representation is right (encode once); so a repeat counts as
-  frozen only while the arm moves: by more than ``frozen_step`` since the previous
-  frame (a moving arm changes the pictures of a working camera frame by frame, so a
-  slow arm is caught on its first repeat, not once it has travelled far), or by more
-  than ``frozen_motion`` since that content first arrived. Content once refused as
-  frozen stays refused until the camera shows something else (else the robot, braked
-  to a hold, would make the same stale picture look static again).
+  frozen only once the arm has moved since that frame content first arrived.
 A rejected frame neither encodes nor refreshes the cache, so the representation ages
 past the TTL and the action expert holds.
 """
@@ -75,7 +70,6 @@ class FrameEncoder:
         max_future_ms: float = 100.0,
         frozen_motion: float = 0.003,
         clock=now_ns,
-        frozen_step: float = 0.0005,
     ):
         self.expert = expert
         self.views = expert.spec.view_names  # the first is the primary (its stamp, its topic)
@@ -87,11 +81,8 @@ class FrameEncoder:
         self.frozen_motion = (
             frozen_motion  # rad (max over joints) of arm motion that a repeat must not hide
         )
-        self.frozen_step = frozen_step  # rad (max over joints) between two frames
         self.clock = clock
         self.joint_positions: np.ndarray | None = None  # fed by the node from /joint_states
-        self._frame_joints: np.ndarray | None = None  # joints at the previous valid frame
-        self._frozen_fp: str | None = None  # content refused as frozen
         self._content_joints: np.ndarray | None = (
             None  # joints when the current content first arrived
         )
@@ -209,36 +200,25 @@ class FrameEncoder:
         # version is served as a hit (a static scene would otherwise never switch)
         entry = self.cache.lookup(fp) if self.cache.version == self.expert.version else None
         q = self.joint_positions
-        previous, self._frame_joints = self._frame_joints, None if q is None else q.copy()
         if entry is not None:
-            why = self._frozen(fp, q, previous)
-            if why:
-                self._frozen_fp = fp
+            if (
+                q is not None
+                and self._content_joints is not None
+                and q.shape == self._content_joints.shape
+                and np.max(np.abs(q - self._content_joints)) > self.frozen_motion
+            ):
                 self.reject('frozen')
-                raise ImageError('frozen', f'the same frame again although {why}: camera frozen?')
+                raise ImageError(
+                    'frozen',
+                    'the same frame again although the arm moved '
+                    f'{np.max(np.abs(q - self._content_joints)):.3f} rad: camera frozen?',
+                )
             entry = self.cache.touch(entry, stamp_ns)
             self.frames += 1
             self.hits += 1
             return EncodeOutcome(entry, True, 0.0)
         self._content_joints = None if q is None else q.copy()
-        self._frozen_fp = None
         return PendingEncode(fp, stamp_ns, views, prompt)
-
-    def _frozen(self, fp: str, q, previous) -> str:
-        """Why a repeat of content ``fp`` is a frozen camera ('' if it is not)."""
-        if fp == self._frozen_fp:
-            return 'it was refused as frozen before'
-
-        def moved(since) -> float:
-            if q is None or since is None or q.shape != since.shape:
-                return 0.0
-            return float(np.max(np.abs(q - since)))
-
-        if moved(previous) > self.frozen_step:
-            return f'the arm moved {moved(previous):.4f} rad since the previous frame'
-        if moved(self._content_joints) > self.frozen_motion:
-            return f'the arm moved {moved(self._content_joints):.3f} rad since it first came'
-        return ''
 
     def complete(self, pending: PendingEncode, rep: np.ndarray, encode_ms: float) -> EncodeOutcome:
         """Cache the representation the expert computed for ``pending``."""
