@@ -98,8 +98,8 @@ class ActionInstance(Node):
             )
             self._up(robot, node)
         periods = {n.cfg.control.period_s for n in self.experts.values()}
-        if len(periods) != 1:
-            raise ConfigError(f'the robots run at different control periods {sorted(periods)}')
+        if len(periods) != 1:  # a start-up failure (exit 1), as a failed transition is
+            raise SystemExit(f'the robots run at different control periods {sorted(periods)}')
         self.roster = InstanceRoster(
             self.instance,
             tuple(cfg.robots),
@@ -192,7 +192,10 @@ class ActionInstance(Node):
             self.diagnostics.publish()
 
     def _report(self):
-        taken = sorted(self.roster.taken) if self.roster is not None else []
+        # on the executor's thread: the roster changes on the clock's, under the lock
+        with self._lock:
+            taken = sorted(self.roster.taken) if self.roster is not None else []
+            counts = (self.roster.takeovers, self.roster.handbacks) if self.roster else (0, 0)
         level, message = OK, f'serving {len(self.serving)} robots'
         if self.roster is None:
             level, message = WARN, 'starting'
@@ -207,8 +210,8 @@ class ActionInstance(Node):
             ('serving', ', '.join(sorted(self.serving))),
             ('ticks', self.ticks),
             ('batch_size', self.batch_size),
-            ('takeovers', self.roster.takeovers if self.roster else 0),
-            ('handbacks', self.roster.handbacks if self.roster else 0),
+            ('takeovers', counts[0]),
+            ('handbacks', counts[1]),
             ('skipped_deadlines', self.clock.skipped if self.clock else 0),
         ]
         return level, message, values
