@@ -20,6 +20,7 @@ this machine use ``make demo-fleet ROBOTS=N`` instead.
 """
 
 import os
+import tempfile
 
 import launch.actions
 import launch.substitutions
@@ -28,6 +29,7 @@ from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PythonExpression
 
 import launch
+from robot_agent.fleet import write_instance_params
 from wam_core.common.check_config import require_consistent
 from wam_core.serving.failover import ring_layout
 from wam_util.launching import managed_node
@@ -56,6 +58,7 @@ def _fleet(context):
     names = [f'robot{k + 1}' for k in range(n)]
     instances = int(LaunchConfiguration('instances').perform(context))
     layout = ring_layout(names, instances) if instances else []
+    params_dir = tempfile.mkdtemp(prefix='wam_launch_') if layout else ''
     # launch drives the lifecycle transitions, so the nodes must not self-activate
     cache_params = {'repr_cache.backend': cache, 'autostart': False}
     if cache == 'mooncake':
@@ -84,17 +87,9 @@ def _fleet(context):
                 # which would rename the robots' nodes the instance hosts too
                 ros_arguments=['-r', f'action_instance:__ns:=/{plan.name}'],
                 output='screen',
-                parameters=[
-                    *layers,
-                    cache_params,
-                    {
-                        'instance_name': plan.name,
-                        'robots': list(plan.robots),
-                        # a parameter list needs a type: an empty one cannot be inferred
-                        'standby_robots': list(plan.standby_robots) or [''],
-                        'peers': list(plan.peers) or [''],
-                    },
-                ],
+                # the layout in a file after wam.yaml (a dict would land under /**, which
+                # rcl applies before wam.yaml's own action_instance block)
+                parameters=[*layers, cache_params, write_instance_params(plan, params_dir)],
             )
         )
     for k, name in enumerate(names):

@@ -218,7 +218,9 @@ class ActionInstance(Node):
 
     def release(self) -> None:
         if self.clock is not None and not self.clock.stop():
-            self.get_logger().error('the clock did not stop within 2 s')
+            # the tick still runs and may still read the caches and publish: they stay
+            self.get_logger().error('the clock did not stop within 2 s: nothing released')
+            return
         self.clock = None
         for node in self.experts.values():
             if node.ready:

@@ -633,6 +633,8 @@ class ActionExpertNode(LifecycleNode):
         takeover: the robot's gate hears its action expert again well within its silence
         timeout; building one here would delay the instance's other robots' tick)."""
         self._last_fire = None  # the idle spell is not a period
+        if self.stream is not None:  # another instance drove it meanwhile: from the robot
+            self.stream.tracker.reset()
         self.serves_robot = True
         self.diagnostics.start()
 

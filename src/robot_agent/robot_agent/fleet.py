@@ -74,6 +74,23 @@ def fleet_config() -> str:
     return os.path.join(workspace_root(), 'config', 'fleet.yaml')
 
 
+def write_instance_params(plan, directory: str) -> str:
+    """An instance's layout as a parameter file (its path), for the bring-up and the launch
+    file: keyed /**/action_instance, so it matches the instance node in its namespace and
+    comes after config/wam.yaml's empty lists (a -p override, or launch_ros's dict
+    parameters under /**, would be applied before that block and lose to it)."""
+    values = {
+        'instance_name': plan.name,
+        'robots': list(plan.robots),
+        'standby_robots': list(plan.standby_robots) or [''],  # typed: a string list
+        'peers': list(plan.peers) or [''],
+    }
+    path = os.path.join(directory, f'{plan.name}.yaml')
+    with open(path, 'w', encoding='utf-8') as fh:
+        yaml.safe_dump({'/**/action_instance': {'ros__parameters': values}}, fh)
+    return path
+
+
 def robot_names(n: int) -> list[str]:
     return [f'robot{i + 1}' for i in range(n)]
 
@@ -257,16 +274,7 @@ class Fleet(BringUp):
     def _instance_params(self, plan) -> str:
         if self._params_dir is None:
             self._params_dir = tempfile.mkdtemp(prefix='wam_fleet_')
-        values = {
-            'instance_name': plan.name,
-            'robots': list(plan.robots),
-            'standby_robots': list(plan.standby_robots) or [''],  # typed: a string list
-            'peers': list(plan.peers) or [''],
-        }
-        path = os.path.join(self._params_dir, f'{plan.name}.yaml')
-        with open(path, 'w', encoding='utf-8') as fh:
-            yaml.safe_dump({'/**/action_instance': {'ros__parameters': values}}, fh)
-        return path
+        return write_instance_params(plan, self._params_dir)
 
     def kill_child(self, key: str, sig: int = signal.SIGKILL) -> subprocess.Popen:
         """Signal one node process ('world', 'robot2/action', ...), for fault drills."""

@@ -88,3 +88,17 @@ def test_the_ring_layout_gives_every_robot_one_primary_and_one_standby():
     assert ring_layout(['r1'], 1)[0].standby_robots == ()
     with pytest.raises(ValueError, match='1 to 2'):
         ring_layout(['r1', 'r2'], 3)
+
+
+def test_a_late_heartbeat_overlaps_the_two_for_a_beat_instead_of_dropping_the_robot():
+    """A stalled executor made i1 take r1 over from a live i0: i0, which has served r1
+    since its start, keeps it, and i1 lets go at i0's next heartbeat."""
+    i0, i1 = pair()
+    beat(i1, i0, 0.0)
+    beat(i0, i1, 0.0)
+    assert i0.serving(0.01) == {'r1', 'r2'}
+    assert 'r1' in i1.serving(0.15)  # i0's heartbeats late at i1: a false takeover
+    beat(i1, i0, 0.16)  # i1 says it serves r1
+    assert i0.serving(0.16) == {'r1', 'r2'}  # kept: no gap for the robot
+    beat(i0, i1, 0.17)  # i0's next heartbeat: alive and claiming
+    assert i1.serving(0.17) == {'r3', 'r4'}

@@ -120,7 +120,10 @@ def run_node(node_factory, args=None, lifecycle: bool = False, hosted=None) -> N
         # an active managed node leaves as a lifecycle manager would take it down:
         # deactivated first (the action expert brakes its robot to a hold), then released
         if lifecycle:
-            deactivate_if_active(node)
+            try:
+                deactivate_if_active(node)
+            except Exception as exc:  # the rest of the cleanup still runs
+                rclpy.logging.get_logger('wam').error(f'deactivate on the way out: {exc}')
         release = getattr(node, 'release', None)
         if release is not None:
             release()

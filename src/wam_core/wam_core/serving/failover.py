@@ -9,7 +9,10 @@ deterministically:
 - A primary claims its robots once it has heard each configured peer (or after
   ``startup_grace_s``): a restarted primary must know whether its standby drives them.
   It serves a claimed robot unless a live peer says it serves it (a standby that took it
-  over and has not let go yet).
+  over and has not let go yet), until it has served it once since its start: from then
+  on it keeps it. A standby that took it over on a late heartbeat (a stalled executor,
+  not a dead instance) lets go at the primary's next heartbeat, so the two overlap for
+  a heartbeat instead of both letting go.
 - A standby takes a robot over when the robot's primary instance, heard before, has been
   silent for ``takeover_after_s`` (kill -9, a tick that hangs), or was never heard in
   ``startup_grace_s``. It lets go once the primary, alive again, claims the robot; the
@@ -55,6 +58,7 @@ class InstanceRoster:
     taken: dict[str, Takeover] = field(default_factory=dict)  # standby robots served now
     takeovers: int = 0
     handbacks: int = 0
+    served: set[str] = field(default_factory=set)  # own robots served since the start
 
     def __post_init__(self) -> None:
         overlap = set(self.robots) & set(self.standby_robots)
@@ -90,9 +94,12 @@ class InstanceRoster:
         out = set()
         in_grace = now - self.started < self.startup_grace_s
         for robot in self.claimed(now):
-            held = any(robot in hb.serving and self._alive(hb, now) for hb in self.heard.values())
+            held = robot not in self.served and any(
+                robot in hb.serving and self._alive(hb, now) for hb in self.heard.values()
+            )
             if not held:
                 out.add(robot)
+                self.served.add(robot)
         for robot in self.standby_robots:
             if self._should_take(robot, now, in_grace):
                 if robot not in self.taken:
