@@ -31,7 +31,12 @@ from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
 from wam_core.cache.factory import open_cache_reader
-from wam_core.cache.freshness import initial_ttl_ms, is_auto, valid_announced_ttl
+from wam_core.cache.freshness import (
+    fresh_at_tick,
+    initial_ttl_ms,
+    is_auto,
+    valid_announced_ttl,
+)
 from wam_core.cache.mooncake import RemoteRepresentation, object_name
 from wam_core.cache.protocol import CacheError
 from wam_core.common.clock import WallClock, wall_ns, wall_s
@@ -695,6 +700,13 @@ class ActionExpertNode(LifecycleNode):
         if res.kind == 'chunk' and lead > len(res.positions) - 2:
             # decoded so slowly that the chunk's rows end before its stamp could apply
             reason = 'decode_outlived_chunk'
+            self.ticker.discard(reason)
+        elif res.kind == 'chunk' and not fresh_at_tick(
+            res.obs_stamp_ns, tick_s, self.cache.ttl_ms
+        ):
+            # the wall clock stepped between the read and this stamp: the next read judges
+            # the representation on the new clock (and refuses it until a new frame)
+            reason = 'clock_stepped'
             self.ticker.discard(reason)
         elif res.kind == 'chunk':
             try:

@@ -38,6 +38,18 @@ def ros():
     rclpy.try_shutdown()
 
 
+@pytest.fixture
+def shift_file(tmp_path):
+    """The injected wall-clock shift (as the clock_step drill steps it), 0 to begin with."""
+    from wam_core.common.clock import SHIFT_ENV, write_shift
+
+    path = str(tmp_path / 'shift_ns')
+    write_shift(path, 0)
+    os.environ[SHIFT_ENV] = path
+    yield path
+    os.environ.pop(SHIFT_ENV, None)
+
+
 def _spin(ex, seconds):
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -338,16 +350,13 @@ def test_a_tick_that_will_not_stop_fails_the_transition_and_publishes_nothing(mo
         probe.destroy_node()
 
 
-def test_chunks_follow_a_wall_clock_step_and_the_step_is_reported(models, ros, tmp_path):
+def test_chunks_follow_a_wall_clock_step_and_the_step_is_reported(models, ros, shift_file):
     """(issue 24, item 2) The wall clock steps 500 ms forward (through the injected time
     source, as the clock_step drill does): chunks are stamped by the new clock at once
     (with the offset frozen at activation they were 500 ms behind it, i.e. late), and the
     status reports the step."""
-    from wam_core.common.clock import SHIFT_ENV, wall_ns, wall_s, write_shift
+    from wam_core.common.clock import wall_ns, wall_s, write_shift
 
-    shift = str(tmp_path / 'shift_ns')
-    write_shift(shift, 0)
-    os.environ[SHIFT_ENV] = shift
     cache = InProcessCache(4, 10_000, models['version'])
     rep = WorldExpert(models['world_dir'], 'fp32').encode(SyntheticScene(128).frame(0))
     node = _serving_node(models, cache)
@@ -373,7 +382,7 @@ def test_chunks_follow_a_wall_clock_step_and_the_step_is_reported(models, ros, t
 
     try:
         serve(0.6, 'ab' * 16)
-        write_shift(shift, 500_000_000)
+        write_shift(shift_file, 500_000_000)
         n0 = len(arrivals)
         serve(0.8, 'cd' * 16)
         after = [(t, m) for t, m in arrivals[n0:] if len(m.points) > 1]
@@ -389,7 +398,65 @@ def test_chunks_follow_a_wall_clock_step_and_the_step_is_reported(models, ros, t
         assert st.clock_steps == 1 and abs(st.last_clock_step_ms - 500.0) < 20.0
         assert 'wall clock stepped by +500 ms' in st.message
     finally:
-        os.environ.pop(SHIFT_ENV, None)
+        node.release()
+        ex.shutdown()
+        node.destroy_node()
+        probe.destroy_node()
+
+
+def test_a_step_between_the_read_and_the_stamp_withholds_that_chunk(models, ros, shift_file):
+    """The wall clock steps 500 ms forward after a tick read its representation (fresh by
+    the old clock) and before it stamped the chunk (by the new one): that chunk is not
+    published (its representation would be 500 ms old at its own stamp, the fault drill's
+    "stale"); the tick counts as degraded ``clock_stepped``."""
+    from wam_core.common.clock import wall_ns, write_shift
+
+    cache = InProcessCache(4, 60.0, models['version'])
+    rep = WorldExpert(models['world_dir'], 'fp32').encode(SyntheticScene(128).frame(0))
+    node = _serving_node(models, cache)
+    probe = rclpy.create_node('probe')
+    chunks = []
+    probe.create_subscription(JointTrajectory, '/action_expert/raw_chunk', chunks.append, 100)
+    js_pub = probe.create_publisher(JointState, '/joint_states', qos.SENSOR)
+    d_pub = probe.create_publisher(RepresentationDescriptor, '/world_expert/representation', 10)
+    ex = make_executor()
+    ex.add_node(node)
+    ex.add_node(probe)
+    names = list(TABLETOP_ARM.joint_names)
+    obs = []
+    real = node.ticker.tick
+    step_next = [False]
+
+    def tick_then_step():
+        res = real()
+        if step_next[0] and res.kind == 'chunk':
+            step_next[0] = False
+            write_shift(shift_file, 500_000_000)  # after the read, before the stamp
+            time.sleep(0.002)  # the injected clock looks at its file once a millisecond
+        return res
+
+    node.ticker.tick = tick_then_step
+    try:
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            if step_next[0] is False and len(obs) == 15:
+                step_next[0] = True
+            e = cache.put(f'{len(obs):032x}', wall_ns(), rep)  # a fresh frame per turn
+            obs.append(e.stamp_ns)
+            d = RepresentationDescriptor(key=e.key, model_version=e.version, slot=e.slot)
+            d_pub.publish(d)
+            js_pub.publish(JointState(name=names, position=[0.0] * 6 + [0.02]))
+            _spin(ex, 0.03)
+        assert step_next[0] is False, 'no tick was stepped'
+        assert node.ticker.degraded.get('clock_stepped') == 1, node.ticker.degraded
+        full = [m for m in chunks if len(m.points) > 1]
+        assert len(full) > 20
+        for m in full:  # the drill's rule: a representation within TTL + one period
+            tick_ns = rc.stamp_to_ns(m.header.stamp) - node.stamp_lead * 20_000_000
+            newest = max([o for o in obs if o <= tick_ns + 1_000_000], default=None)
+            assert newest is not None and tick_ns - newest <= 81_000_000, (tick_ns, newest)
+    finally:
+        node.ticker.tick = real
         node.release()
         ex.shutdown()
         node.destroy_node()

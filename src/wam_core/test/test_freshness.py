@@ -10,6 +10,7 @@ from wam_core.cache.freshness import (
     CameraPeriod,
     Freshness,
     expected_ttl_ms,
+    fresh_at_tick,
     initial_ttl_ms,
     stale_bound_s,
     valid_announced_ttl,
@@ -77,3 +78,13 @@ def test_drills_and_readers_use_the_same_rule():
 def test_an_announced_ttl_outside_the_parameters_range_is_refused(ttl):
     assert not valid_announced_ttl(ttl)
     assert valid_announced_ttl(73.3)
+
+
+def test_a_representation_is_judged_again_on_the_clock_that_stamps_its_chunk():
+    obs = 1_000_000_000_000  # ns
+    tick = obs / 1e9 + 0.030  # 30 ms later by the same clock
+    assert fresh_at_tick(obs, tick, ttl_ms=73.3)
+    assert not fresh_at_tick(obs, tick + 0.5, ttl_ms=73.3)  # the clock stepped forward
+    assert not fresh_at_tick(obs, tick - 0.5, ttl_ms=73.3)  # ... or back
+    assert fresh_at_tick(obs, obs / 1e9 - 0.010, ttl_ms=73.3)  # a frame just after the grid
+    assert fresh_at_tick(obs, obs / 1e9 + 0.0733, ttl_ms=73.3)  # at the bound

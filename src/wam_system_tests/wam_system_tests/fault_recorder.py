@@ -130,6 +130,7 @@ class Recorder:
         self.unsafe = 0
         node = node or stack.monitor
         self._ring_node = node
+        self._ring = None  # the shm ring, once watch_cache is called
         ns = namespace.rstrip('/')
         node.create_subscription(
             JointTrajectory, f'{ns}/arm_controller/joint_trajectory', self._on_forwarded, 100
@@ -211,6 +212,20 @@ class Recorder:
         i = bisect.bisect_right(self.fresh_obs_ns, tick_ns)
         return i == 0 or tick_ns - self.fresh_obs_ns[i - 1] > self.max_age_ns
 
+    def stale_detail(self, stamp_ns: int, arrived: float, t_fault: float) -> str:
+        """Why a chunk was judged stale, for the drill's notes: when it arrived, the lead
+        it was judged with, and the age of the newest observation before its tick."""
+        lead = self.lead_periods(arrived)
+        tick_ns = stamp_ns - lead * self.period_ns
+        i = bisect.bisect_right(self.fresh_obs_ns, tick_ns)
+        age = 'none' if i == 0 else f'{(tick_ns - self.fresh_obs_ns[i - 1]) / 1e6:.1f} ms'
+        after = self.fresh_obs_ns[i] - tick_ns if i < len(self.fresh_obs_ns) else None
+        nxt = '' if after is None else f', next {after / 1e6:.1f} ms after the tick'
+        return (
+            f'chunk at {(arrived - t_fault) * 1e3:+.0f} ms (lead {lead}): newest observation '
+            f'{age} old at its tick{nxt}'
+        )
+
     def _on_forwarded(self, msg, info: MessageInfo) -> None:
         t = time.monotonic()
         bad = trajectory_violations(
@@ -257,8 +272,18 @@ class Recorder:
         return bool(before and before[-1])
 
     def result(
-        self, name: str, t_fault: float, t_clear: float | None, t_end: float
+        self,
+        name: str,
+        t_fault: float,
+        t_clear: float | None,
+        t_end: float,
+        since: float | None = None,
     ) -> FaultResult:
+        """``since``: where the chunks judged (stale, the timeline) begin, 0.5 s before the
+        fault unless a drill's earlier part already judged those (monotonic s)."""
+        t_from = t_fault - 0.5 if since is None else since
+        if self._ring is not None:  # the ring's newest entries, whose descriptors may be queued
+            self._scan_ring()
         # The robot holds its last valid action from where the last full chunk sent before
         # the fault cleared applies (its stamp: the stack's clock, not this process's, which
         # also runs the simulated robot), and brakes at the first one-point hold or stop
@@ -288,19 +313,24 @@ class Recorder:
                 f'{"; " if notes else ""}safety stop cleared '
                 f'{cleared[0] - t_clear:.2f} s after the fault cleared'
             )
-        stale = sum(
-            1
+        stale_chunks = [
+            (t, stamp)
             for t, n, stamp in self.forwarded
-            if t_fault - 0.5 <= t <= t_end and n > 1 and self.stale(stamp, t)
-        )
+            if t_from <= t <= t_end and n > 1 and self.stale(stamp, t)
+        ]
+        stale = len(stale_chunks)
+        if stale_chunks:
+            notes += f'{"; " if notes else ""}stale: ' + ', '.join(
+                self.stale_detail(stamp, t, t_fault) for t, stamp in stale_chunks[:3]
+            )
         after = [t for t, n, _ in self.forwarded if t_clear is not None and t >= t_clear and n > 1]
         timeline = [
             [round(t - t_fault, 4), 0 if n == 1 else 1]
             for t, n, _ in self.forwarded
-            if t_fault - 0.5 <= t <= t_end
+            if t_from <= t <= t_end
         ]
         timeline += [
-            [round(t - t_fault, 4), 2] for t, s in self.stops if s and t_fault - 0.5 <= t <= t_end
+            [round(t - t_fault, 4), 2] for t, s in self.stops if s and t_from <= t <= t_end
         ]
         unsafe, self.unsafe = self.unsafe, 0
         conformance, self.conformance = self.conformance.total, ConformanceCounter()

@@ -234,13 +234,15 @@ def fault_clock_step(stack, rec: Recorder) -> FaultResult:
     if not path:
         raise RuntimeError(f'the clock_step drill needs the stack started with {SHIFT_ENV}')
     _serving(stack, rec)
-    parts = []
+    parts: list[FaultResult] = []
     for step_ns in (int(CLOCK_STEP_S * 1e9), 0):
         t_step = time.monotonic()
         write_shift(path, step_ns)
         _chunk_after(stack, rec, t_step)
         stack.spin_for(max(0.0, t_step + 1.5 - time.monotonic()))
-        parts.append(rec.result('clock_step', t_step, t_step, time.monotonic()))
+        # the step back judges from itself on: the chunks before it were the first part's
+        since = t_step if parts else None
+        parts.append(rec.result('clock_step', t_step, t_step, time.monotonic(), since=since))
     fwd, back = parts
     res = FaultResult(
         'clock_step',

@@ -71,6 +71,23 @@ def stale_bound_s(ttl_ms: float, control_period_s: float) -> float:
     return ttl_ms / 1e3 + control_period_s
 
 
+# How far the wall offset read for a chunk's stamp may wander from the read the cache
+# judged an age by (two bracketed reads of one clock: well under a millisecond apart).
+CLOCK_READ_SLACK_MS = 1.0
+
+
+def fresh_at_tick(obs_stamp_ns: int, tick_wall_s: float, ttl_ms: float) -> bool:
+    """Whether a representation read as fresh is still within the TTL at its chunk's tick
+    as the chunk is stamped: the cache judged its age by the wall clock at the read, the
+    chunk's stamp converts the tick's monotonic deadline with the offset read after the
+    decode. The tick comes before the read, so its age there is no larger, unless the
+    wall clock stepped in between (an NTP step forward makes a 30 ms-old picture 530 ms
+    old on the clock the controller executes by; a step back dates it in the future): then
+    the chunk would go out stamped by a clock its freshness was never judged on."""
+    age_ms = tick_wall_s * 1e3 - obs_stamp_ns / 1e6
+    return -ttl_ms - CLOCK_READ_SLACK_MS <= age_ms <= ttl_ms + CLOCK_READ_SLACK_MS
+
+
 def valid_announced_ttl(ttl_ms: float) -> bool:
     """A descriptor's TTL an action expert adopts (the parameter's own range)."""
     return math.isfinite(ttl_ms) and 0.1 <= ttl_ms <= 60000.0
