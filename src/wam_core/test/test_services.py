@@ -68,18 +68,26 @@ def test_frames_stamped_in_the_future_or_past_the_ttl_are_refused(experts):
 
 
 def test_a_repeated_frame_while_the_arm_moves_is_a_frozen_camera(experts):
-    """A static scene reuses its representation; the same pixels after the arm moved do not."""
+    """A static scene reuses its representation; the same pixels after the arm moved do not,
+    and the picture the camera repeats is withdrawn from the readers at once."""
     world, _, _ = experts
-    enc = FrameEncoder(world, InProcessCache(4, 1000, world.version))
+    cache = InProcessCache(4, 1000, world.version)
+    enc = FrameEncoder(world, cache)
     f = _frame(SyntheticScene(128), 1)
     enc.joint_positions = np.zeros(7)
-    enc.process('rgb8', 128, 128, 384, f, time.time_ns())
+    first = enc.process('rgb8', 128, 128, 384, f, time.time_ns()).entry
     enc.joint_positions = np.full(7, 0.002)  # within the tolerance: a static scene
     assert enc.process('rgb8', 128, 128, 384, f, time.time_ns()).cache_hit
     enc.joint_positions = np.full(7, 0.05)  # the arm moved, the picture did not
     with pytest.raises(ImageError, match='frozen'):
         enc.process('rgb8', 128, 128, 384, f, time.time_ns())
-    assert enc.rejected == {'frozen': 1}
+    assert enc.rejected == {'frozen': 1} and enc.retracted == 1
+    res = cache.read(first.slot, world.version, key=first.key)
+    assert not res.ok and res.reason == 'stale'  # within its 1 s TTL, yet refused
+    assert not cache.latest(world.version).ok
+    with pytest.raises(ImageError, match='frozen'):  # still frozen, withdrawn only once
+        enc.process('rgb8', 128, 128, 384, f, time.time_ns())
+    assert enc.retracted == 1
     g = _frame(SyntheticScene(128), 2)  # a new picture: serving again
     assert not enc.process('rgb8', 128, 128, 384, g, time.time_ns()).cache_hit
 

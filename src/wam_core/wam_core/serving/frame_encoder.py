@@ -13,7 +13,12 @@ Besides the image itself, two things make a frame unusable:
   too, and then reusing the representation is right (encode once); so a repeat counts as
   frozen only once the arm has moved since that frame content first arrived.
 A rejected frame neither encodes nor refreshes the cache, so the representation ages
-past the TTL and the action expert holds.
+past the TTL and the action expert holds. A frozen camera's picture is withdrawn at once
+instead (``RETRACTED_STAMP_NS``): the camera is known to repeat it, so the arm would
+otherwise act on it for the rest of its TTL (about 70 ms at 30 Hz) after the fact was
+known. With the shared-memory and in-process caches the readers refuse it at their next
+read; readers across hosts (the Mooncake Store) judge by the descriptor they already
+have and let it age out.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cache.protocol import CacheEntry, now_ns
+from ..cache.protocol import CacheEntry, CacheError, now_ns
 from ..models.contract import Observation
 from .image import (
     ImageError,
@@ -34,6 +39,10 @@ from .image import (
     with_prompt,
 )
 from .latency import StageTimer
+
+# The observation stamp a withdrawn representation is given: older than any TTL, so
+# every reader of a local cache refuses it as stale from its next read on.
+RETRACTED_STAMP_NS = 0
 
 
 @dataclass
@@ -90,6 +99,7 @@ class FrameEncoder:
         self.encodes = 0  # this robot's frames the expert encoded (alone or in a batch)
         self.hits = 0  # identical frames served from the cache
         self.timeouts = 0  # encodes slower than the world timeout
+        self.retracted = 0  # representations withdrawn (a frozen camera's)
         self.rejected: dict[str, int] = {}
         # capture_to_queued / capture_to_published: wall clock from the camera's stamp to the
         # observation complete and waiting to be encoded / to its descriptor sent (the node
@@ -111,6 +121,17 @@ class FrameEncoder:
 
     def reject(self, reason: str) -> None:
         self.rejected[reason] = self.rejected.get(reason, 0) + 1
+
+    def retract(self, entry: CacheEntry) -> None:
+        """Withdraw a representation the camera is found to repeat (frozen): its stamp
+        becomes older than any TTL. Once: a withdrawn one stays withdrawn."""
+        if entry.stamp_ns == RETRACTED_STAMP_NS:
+            return
+        try:
+            self.cache.touch(entry, RETRACTED_STAMP_NS)
+            self.retracted += 1
+        except CacheError:
+            pass  # already replaced in its slot: nothing left to withdraw
 
     @property
     def world_calls(self) -> int:
@@ -208,6 +229,7 @@ class FrameEncoder:
                 and np.max(np.abs(q - self._content_joints)) > self.frozen_motion
             ):
                 self.reject('frozen')
+                self.retract(entry)
                 raise ImageError(
                     'frozen',
                     'the same frame again although the arm moved '
