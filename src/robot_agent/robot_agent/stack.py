@@ -22,6 +22,8 @@ import sys
 import time
 
 from diagnostic_msgs.msg import DiagnosticArray
+from lifecycle_msgs.msg import Transition
+from lifecycle_msgs.srv import ChangeState
 from rclpy.node import Node
 from rclpy.subscription import MessageInfo
 from std_msgs.msg import Bool
@@ -243,11 +245,49 @@ class Stack(BringUp):
         'task': 'harness_node.task_node',
     }
 
+    # how long the world expert may take to load, warm up and encode its first frame
+    WORLD_SERVING_TIMEOUT_S = 120.0
+
     def _start_multi(self) -> None:
+        # Every process starts at once (their imports, seconds each, overlap), the action
+        # expert unconfigured; it is driven to active once the world expert encodes, as a
+        # lifecycle manager brings a map up before its planner: its clock then begins with
+        # a representation to read, not ticking "miss" and "no_segment" through the world
+        # expert's warm-up (36-60 held ticks a demo run, 2026-12-03).
         for role in self.CHILDREN:
-            self.start_child(role)
-            if role == 'world':
-                time.sleep(0.5)  # the writer creates the segment; readers attach lazily anyway
+            unconfigured = override('action_expert', 'autostart', False)
+            self.start_child(role, unconfigured if role == 'action' else None)
+        self.wait_world_serving()
+        self.transition('action_expert', Transition.TRANSITION_CONFIGURE)
+        self.transition('action_expert', Transition.TRANSITION_ACTIVATE)
+
+    def wait_world_serving(self, timeout: float | None = None) -> None:
+        """Until the world expert's status says it has encoded frames."""
+        timeout = self.WORLD_SERVING_TIMEOUT_S if timeout is None else timeout
+
+        def serving() -> bool:
+            return self.monitor.world is not None and self.monitor.world.world_calls > 0
+
+        self.spin_for(timeout, until=serving)
+        if not serving():
+            raise RuntimeError(f'the world expert encoded no frame within {timeout:.0f} s')
+
+    def transition(self, node: str, transition_id: int, timeout: float = 60.0) -> None:
+        """Drive a lifecycle node of this stack through one transition (its
+        ``change_state`` service), spinning the stack meanwhile; RuntimeError if it fails."""
+        client = self.monitor.create_client(ChangeState, f'{node}/change_state')
+        try:
+            end = time.monotonic() + timeout
+            self.spin_for(timeout, until=client.service_is_ready)
+            if not client.service_is_ready():
+                raise RuntimeError(f'{node} offers no change_state service within {timeout} s')
+            request = ChangeState.Request(transition=Transition(id=transition_id))
+            future = client.call_async(request)
+            self.spin_for(max(0.0, end - time.monotonic()), until=future.done)
+            if not future.done() or not future.result().success:
+                raise RuntimeError(f'{node}: lifecycle transition {transition_id} failed')
+        finally:
+            self.monitor.destroy_client(client)
 
     def start_child(self, role: str, extra_args: list[str] | None = None) -> subprocess.Popen:
         """(Re)start one node process of the multi-process stack."""

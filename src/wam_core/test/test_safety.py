@@ -136,6 +136,32 @@ def test_startup_clears_after_holdoff_without_counting_a_stop():
     assert not m.stopped and m.stops == 0
 
 
+def test_the_start_up_stop_waits_for_every_required_node_then_errs():
+    """The hold-off does not clear a gate whose peers never reported; a peer slower than a
+    silence timeout to come up is waited for (held, no stop counted) until
+    startup_timeout_s, then it is an error."""
+    m = SafetyMonitor(CFG, 0.0)  # startup_timeout_s 60 by default
+    for t in (1.0, 2.5, 5.0):  # the hold-off passes, no one has reported
+        assert not m.evaluate(t)
+    assert (
+        m.stopped
+        and m.stops == 0
+        and m.problems(5.0)
+        == [
+            'waiting for world_expert',
+            'waiting for action_expert',
+        ]
+    )
+    m.on_status('world_expert: world expert', OK, 'encoding', 6.0)
+    assert m.problems(6.0) == ['waiting for action_expert']
+    assert not m.reset(6.0)[0]
+    assert m.problems(61.0) == ['world_expert silent for 55.0 s', 'action_expert never reported']
+    _ok(m, 62.0)
+    m.on_chunk(64.5)
+    m.evaluate(64.5)  # OK for the hold-off (2 s here)
+    assert not m.stopped and m.stops == 0  # it came: the start-up stop cleared
+
+
 def test_chunk_gap_holds_once_then_stops_if_it_persists():
     m = SafetyMonitor(
         SafetyConfig(

@@ -541,6 +541,14 @@ class SafetyConfig:
         min=0.1,
         max=600.0,
     )
+    startup_timeout_s: float = param(
+        60.0,
+        'a required node that has not reported this long after the gate started stops the '
+        'robot with an error; until then the gate waits for it, the robot held (a bring-up '
+        'loads and warms up models for seconds), s',
+        min=0.1,
+        max=3600.0,
+    )
     chunk_hold_s: float = param(
         0.15,
         'no raw chunk for this long sends one braking hold, as does the last forwarded '

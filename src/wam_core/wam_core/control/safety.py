@@ -5,7 +5,9 @@ deterministically; the harness's safety gate feeds it /diagnostics levels, the m
 versions from the experts' typed statuses, raw-chunk arrivals and a watchdog timer,
 and acts on its decisions (latch /safety/stop, send a hold, refuse chunks).
 
-Starts stopped, until every required node has been OK for the hold-off.
+Starts stopped, until every required node has reported and been OK for the hold-off; a
+node not heard within ``startup_timeout_s`` of the start is an error (a bring-up loads
+and warms up models for seconds: a start-up is not a silence).
 A gap asks for one (braking) hold at once: the last forwarded chunk's horizon running
 out, or no raw chunk for ``chunk_hold_s`` (above the action expert's open-loop budget:
 it is silent on purpose while the robot executes its last valid chunk). The stop comes
@@ -148,8 +150,13 @@ class SafetyMonitor:
         for node in self.required:
             seen = self.last_seen.get(node)
             if seen is None:
-                if now - self.started > self.cfg.silence_timeout_s:
+                # Never heard: the start-up stop holds until it reports (a problem from the
+                # start, or the hold-off would clear a gate whose peers never spoke), and
+                # only a node missing past the bring-up's time is an error.
+                if now - self.started > self.cfg.startup_timeout_s:
                     out.append(f'{node} never reported')
+                else:
+                    out.append(f'waiting for {node}')
                 continue
             if now - seen > self.cfg.silence_timeout_s:
                 out.append(f'{node} silent for {now - seen:.1f} s')
