@@ -32,9 +32,9 @@ from trajectory_msgs.msg import JointTrajectory
 
 from wam_core.cache.factory import open_cache_reader
 from wam_core.cache.freshness import (
-    fresh_at_tick,
     initial_ttl_ms,
     is_auto,
+    read_on_the_stamping_clock,
     valid_announced_ttl,
 )
 from wam_core.cache.mooncake import RemoteRepresentation, object_name
@@ -701,8 +701,8 @@ class ActionExpertNode(LifecycleNode):
             # decoded so slowly that the chunk's rows end before its stamp could apply
             reason = 'decode_outlived_chunk'
             self.ticker.discard(reason)
-        elif res.kind == 'chunk' and not fresh_at_tick(
-            res.obs_stamp_ns, tick_s, self.cache.ttl_ms
+        elif res.kind == 'chunk' and not read_on_the_stamping_clock(
+            res.obs_stamp_ns, tick_s, res.repr_age_ms, (time.monotonic() - grid) * 1e3
         ):
             # the wall clock stepped between the read and this stamp: the next read judges
             # the representation on the new clock (and refuses it until a new frame)

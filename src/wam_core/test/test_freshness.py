@@ -10,8 +10,8 @@ from wam_core.cache.freshness import (
     CameraPeriod,
     Freshness,
     expected_ttl_ms,
-    fresh_at_tick,
     initial_ttl_ms,
+    read_on_the_stamping_clock,
     stale_bound_s,
     valid_announced_ttl,
 )
@@ -80,11 +80,14 @@ def test_an_announced_ttl_outside_the_parameters_range_is_refused(ttl):
     assert valid_announced_ttl(73.3)
 
 
-def test_a_representation_is_judged_again_on_the_clock_that_stamps_its_chunk():
+def test_a_chunk_is_stamped_on_the_clock_its_representation_was_judged_on():
     obs = 1_000_000_000_000  # ns
-    tick = obs / 1e9 + 0.030  # 30 ms later by the same clock
-    assert fresh_at_tick(obs, tick, ttl_ms=73.3)
-    assert not fresh_at_tick(obs, tick + 0.5, ttl_ms=73.3)  # the clock stepped forward
-    assert not fresh_at_tick(obs, tick - 0.5, ttl_ms=73.3)  # ... or back
-    assert fresh_at_tick(obs, obs / 1e9 - 0.010, ttl_ms=73.3)  # a frame just after the grid
-    assert fresh_at_tick(obs, obs / 1e9 + 0.0733, ttl_ms=73.3)  # at the bound
+    tick = obs / 1e9 + 0.030  # the tick: 30 ms after the picture
+    # read 2 ms after the tick (age 32 ms), stamped 5 ms after the tick: one clock
+    assert read_on_the_stamping_clock(obs, tick, read_age_ms=32.0, since_tick_ms=5.0)
+    assert not read_on_the_stamping_clock(obs, tick + 0.5, 32.0, 5.0)  # stepped forward
+    assert not read_on_the_stamping_clock(obs, tick - 0.5, 32.0, 5.0)  # ... or back
+    # an off-tick decode read 60 ms after its grid point: still one clock
+    assert read_on_the_stamping_clock(obs, tick, read_age_ms=90.0, since_tick_ms=70.0)
+    # a TTL that changed meanwhile does not matter: only the clock does
+    assert read_on_the_stamping_clock(obs, obs / 1e9 + 0.0725, 73.0, 3.0)

@@ -76,16 +76,20 @@ def stale_bound_s(ttl_ms: float, control_period_s: float) -> float:
 CLOCK_READ_SLACK_MS = 1.0
 
 
-def fresh_at_tick(obs_stamp_ns: int, tick_wall_s: float, ttl_ms: float) -> bool:
-    """Whether a representation read as fresh is still within the TTL at its chunk's tick
-    as the chunk is stamped: the cache judged its age by the wall clock at the read, the
-    chunk's stamp converts the tick's monotonic deadline with the offset read after the
-    decode. The tick comes before the read, so its age there is no larger, unless the
-    wall clock stepped in between (an NTP step forward makes a 30 ms-old picture 530 ms
-    old on the clock the controller executes by; a step back dates it in the future): then
-    the chunk would go out stamped by a clock its freshness was never judged on."""
+def read_on_the_stamping_clock(
+    obs_stamp_ns: int, tick_wall_s: float, read_age_ms: float, since_tick_ms: float
+) -> bool:
+    """Whether a chunk's stamp and the age its representation was judged by come from one
+    wall clock. The cache judged the age at the read (``read_age_ms``), after the tick's
+    deadline; the chunk's stamp converts that deadline with the offset read after the
+    decode (``tick_wall_s``), ``since_tick_ms`` after it. On one clock the age at the tick
+    lies between the read's age less the time since the tick and the read's age. A wall
+    step in between moves it out by the step: forward, a 30 ms-old picture is 530 ms old
+    on the clock the controller executes by; back, it dates from the future. Such a chunk
+    would go out stamped by a clock its freshness was never judged on."""
     age_ms = tick_wall_s * 1e3 - obs_stamp_ns / 1e6
-    return -ttl_ms - CLOCK_READ_SLACK_MS <= age_ms <= ttl_ms + CLOCK_READ_SLACK_MS
+    low = read_age_ms - since_tick_ms - CLOCK_READ_SLACK_MS
+    return low <= age_ms <= read_age_ms + CLOCK_READ_SLACK_MS
 
 
 def valid_announced_ttl(ttl_ms: float) -> bool:

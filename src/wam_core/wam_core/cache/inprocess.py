@@ -50,10 +50,6 @@ class InProcessCache:
         """The freshness bound from now on (an auto TTL a descriptor announced)."""
         self.ttl_ns = int(ttl_ms * 1e6)
 
-    @property
-    def ttl_ms(self) -> float:
-        return self.ttl_ns / 1e6
-
     # writer side
     def set_model_version(self, version: str) -> None:
         if version != self.version:

@@ -290,10 +290,6 @@ class MooncakeReader:
     def set_ttl_ms(self, ttl_ms: float) -> None:
         self.local.set_ttl_ms(ttl_ms)
 
-    @property
-    def ttl_ms(self) -> float:
-        return self.local.ttl_ms
-
     def prefetch(self, rep: RemoteRepresentation) -> None:
         with self._wake:
             if self._pending is not None:

@@ -418,10 +418,6 @@ class ShmRingReader:
         """The freshness bound from now on (an auto TTL a descriptor announced)."""
         self.ttl_ns = int(ttl_ms * 1e6)
 
-    @property
-    def ttl_ms(self) -> float:
-        return self.ttl_ns / 1e6
-
     def attach(self) -> bool:
         """(Re)map the segment. Returns False if there is no usable segment yet."""
         self._detach()
