@@ -62,6 +62,7 @@ from wam_core.releases.loading import (
 )
 from wam_core.releases.registry import verify_release_dir
 from wam_core.serving.action_ticker import ActionTicker, Descriptor
+from wam_core.serving.batched_decode import too_slow_for_an_instance
 from wam_core.serving.chunk_stream import ChunkStream
 from wam_core.serving.deadline_timer import DeadlineTimer
 from wam_core.serving.interpreter import freeze_heap, shorten_gil_switch_interval
@@ -276,17 +277,14 @@ class ActionExpertNode(LifecycleNode):
             self.cfg.warmup_requests, self.ticker.model.spec.representation_shape
         )
         if self.hosted:
-            # An instance decodes its robots on its one tick. Judged by the median: its
-            # robots' nodes warm up while the others already tick, and that tail is the
-            # host's, not the model's.
+            # An instance decodes its robots on its one tick
             steady = warm[3:] if len(warm) > 6 else warm
-            p50 = float(np.median(steady)) if steady else 0.0
-            if self.cfg.decode_mode == 'async' or p50 > self.cfg.timeout_ms:
+            slow = too_slow_for_an_instance(steady, self.cfg.timeout_ms)
+            if self.cfg.decode_mode == 'async' or slow:
+                why = slow or 'decode_mode is async'
                 self.get_logger().error(
                     f'activate failed: an instance decodes its robots on its one tick, and '
-                    f'this model decodes in {p50:.1f} ms (median; budget '
-                    f'{self.cfg.timeout_ms:g} ms, decode_mode {self.cfg.decode_mode}): serve '
-                    'it with an action_expert per robot'
+                    f'{why}: serve it with an action_expert per robot'
                 )
                 return TransitionCallbackReturn.FAILURE
             self._warm_p99 = float(np.percentile(steady, 99)) if steady else math.nan

@@ -8,7 +8,7 @@ import pytest
 from wam_core.cache.inprocess import InProcessCache
 from wam_core.models.registry import load_action_expert, load_world_expert
 from wam_core.serving.action_ticker import ActionTicker, Descriptor
-from wam_core.serving.batched_decode import decode_together
+from wam_core.serving.batched_decode import decode_together, too_slow_for_an_instance
 from wam_sim.synthetic import SyntheticScene
 
 
@@ -86,3 +86,13 @@ def test_a_batch_that_raises_is_decoded_robot_by_robot_so_a_fault_stays_its_own(
     assert [getattr(r, 'kind', None) for r in res[:2]] == ['chunk', 'chunk']
     assert isinstance(res[2], RuntimeError) and 'breaks the model' in str(res[2])
     assert tickers[2]._scene is None  # its prepared scene is not trusted again
+
+
+def test_an_instance_refuses_a_slow_model_by_its_best_pass_not_a_contended_median():
+    budget = 15.0
+    # a 0.4 ms decode warmed up while a fleet comes up on the same cores
+    assert too_slow_for_an_instance([0.4, 31.0, 42.5, 29.1, 35.6], budget) is None
+    # a model slower than the budget is slower in every pass
+    why = too_slow_for_an_instance([61.0, 64.2, 70.3], budget)
+    assert why is not None and '61.0 ms' in why and '15 ms' in why
+    assert too_slow_for_an_instance([], budget) is None
