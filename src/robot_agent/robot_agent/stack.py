@@ -32,7 +32,7 @@ from trajectory_msgs.msg import JointTrajectory
 from wam_core.cache.freshness import initial_ttl_ms
 from wam_core.cache.inprocess import InProcessCache
 from wam_core.common.check_config import require_consistent
-from wam_core.common.clock import injected_shift_ns
+from wam_core.common.clock import shift_at
 from wam_core.common.config import ActionExpertParams, HarnessParams, WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config, resolve_path
@@ -116,7 +116,7 @@ class Monitor(Node):
             # when the middleware received it (wall clock), as a controller with a free
             # executor would see it: not when this busy process got round to the callback
             # (on the clock the robot sees: a drill's injected step included)
-            info['received_timestamp'] + injected_shift_ns(),
+            info['received_timestamp'] + shift_at(info['received_timestamp']),
         )
         self.conformance.add(bad)
         if bad:

@@ -33,7 +33,7 @@ from std_msgs.msg import Bool
 from trajectory_msgs.msg import JointTrajectory
 
 from wam_core.cache.freshness import expected_ttl_ms, stale_bound_s
-from wam_core.common.clock import WallClock, injected_shift_ns
+from wam_core.common.clock import WallClock, shift_at
 from wam_core.common.config import ActionExpertParams, HarnessParams, WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import resolve_path
@@ -243,7 +243,7 @@ class Recorder:
             stamp_ns,
             # the middleware's receipt, not this callback's (on the clock the robot sees:
             # a drill's injected wall-clock step included)
-            info['received_timestamp'] + injected_shift_ns(),
+            info['received_timestamp'] + shift_at(info['received_timestamp']),
         )
         self.conformance.add(problems)
         self.conformance_all.add(problems)

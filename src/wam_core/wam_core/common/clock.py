@@ -20,6 +20,7 @@ file (nanoseconds, re-read when the file changes). Unset, it is ``time.time_ns()
 
 from __future__ import annotations
 
+import bisect
 import os
 import time
 
@@ -53,12 +54,31 @@ def injected_shift_ns() -> int:
     return _shift['ns']
 
 
+# (system ns, shift ns): the steps this process wrote, the first entry the shift before
+_written: list[tuple[int, int]] = []
+
+
 def write_shift(path: str, shift_ns: int) -> None:
     """For a drill: step the clock every process reading ``path`` sees (atomically)."""
+    if not _written:
+        _written.append((0, injected_shift_ns()))
     tmp = f'{path}.tmp{os.getpid()}'
     with open(tmp, 'w', encoding='ascii') as fh:
         fh.write(str(int(shift_ns)))
     os.replace(tmp, path)
+    _written.append((time.time_ns(), int(shift_ns)))
+
+
+def shift_at(system_ns: int) -> int:
+    """The injected shift in force at a system-clock instant, e.g. a middleware receipt
+    stamp: in the process whose drill steps the clock, from its own writes (a message
+    received just before a step and handled just after must not be judged by the new
+    clock: that made the drill's checker report chunks "ending in the past" which the
+    robot had received in time); elsewhere, the shift now."""
+    if not _written:
+        return injected_shift_ns()
+    i = bisect.bisect_right(_written, (system_ns, 1 << 62))
+    return _written[max(i, 1) - 1][1]
 
 
 def wall_ns() -> int:
