@@ -97,6 +97,8 @@ def demo_runs(mode: str, runs: int) -> list[dict]:
             'success': s['success'],
             'degraded_share': s['degraded_ticks'] / s['ticks'],
             'degraded_by_reason': s['degraded_by_reason'],
+            # a false frozen-camera alarm would show here (and hold the robot)
+            'rejected_frames_by_reason': s['rejected_frames_by_reason'],
             'ticks': s['ticks'],
             'chunk_hz': s['chunk_hz'],
             'ttl_ms': s['ttl_ms'],
@@ -106,7 +108,8 @@ def demo_runs(mode: str, runs: int) -> list[dict]:
         print(
             f'demo {mode} {i + 1}/{runs}: success {r["success"]}, degraded '
             f'{r["degraded_share"] * 100:.1f}% {r["degraded_by_reason"]}, chunks '
-            f'{r["chunk_hz"]:.1f} Hz, TTL {r["ttl_ms"]:.1f} ms',
+            f'{r["chunk_hz"]:.1f} Hz, TTL {r["ttl_ms"]:.1f} ms, frames refused '
+            f'{r["rejected_frames_by_reason"]}',
             flush=True,
         )
     return out

@@ -380,6 +380,11 @@ class Stack(BringUp):
         a = self.monitor.action
         return {} if a is None else {rc.reason: int(rc.count) for rc in a.degraded}
 
+    def rejected_frames_by_reason(self) -> dict[str, int]:
+        """The world expert's refused camera frames by reason (frozen, stamp_old, ...)."""
+        w = self.monitor.world
+        return {} if w is None else {rc.reason: int(rc.count) for rc in w.rejected}
+
     def _releasable(self) -> list:
         return [self.world, self.action]
 
@@ -462,6 +467,7 @@ def print_summary(stack: Stack, seconds: float) -> None:
             f'{s["degraded_ticks"]:.0f}: {s["open_loop_ticks"]:.0f} / {s["held_ticks"]:.0f}',
         ),
         ('degraded ticks by reason', _reasons(stack.degraded_by_reason())),
+        ('camera frames refused by reason', _reasons(stack.rejected_frames_by_reason())),
         ('representation TTL ms', f'{s["ttl_ms"]:.1f}'),
         ('chunks forwarded to the arm', f'{stack.monitor.forwarded}'),
         (
@@ -657,6 +663,7 @@ def main(argv=None) -> int:
             out = {
                 **stack.stats(),
                 'degraded_by_reason': stack.degraded_by_reason(),
+                'rejected_frames_by_reason': stack.rejected_frames_by_reason(),
                 'success': None if agent is None else agent.state == 'DONE',
             }
             with open(args.json, 'w') as fh:

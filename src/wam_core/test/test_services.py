@@ -68,28 +68,48 @@ def test_frames_stamped_in_the_future_or_past_the_ttl_are_refused(experts):
 
 
 def test_a_repeated_frame_while_the_arm_moves_is_a_frozen_camera(experts):
-    """A static scene reuses its representation; the same pixels after the arm moved do not,
-    and the picture the camera repeats is withdrawn from the readers at once."""
+    """A static scene reuses its representation; the same pixels after the arm moved
+    between the two frames' stamps do not, and the picture the camera repeats is withdrawn
+    from the readers at once."""
     world, _, _ = experts
     cache = InProcessCache(4, 1000, world.version)
     enc = FrameEncoder(world, cache)
     f = _frame(SyntheticScene(128), 1)
-    enc.joint_positions = np.zeros(7)
-    first = enc.process('rgb8', 128, 128, 384, f, time.time_ns()).entry
-    enc.joint_positions = np.full(7, 0.002)  # within the tolerance: a static scene
-    assert enc.process('rgb8', 128, 128, 384, f, time.time_ns()).cache_hit
-    enc.joint_positions = np.full(7, 0.05)  # the arm moved, the picture did not
-    with pytest.raises(ImageError, match='frozen'):
-        enc.process('rgb8', 128, 128, 384, f, time.time_ns())
+    t0 = time.time_ns()
+    for k in range(4):  # still arm: joint states every 10 ms
+        enc.joint_state(t0 + k * 10_000_000, np.zeros(7))
+    first = enc.process('rgb8', 128, 128, 384, f, t0).entry
+    enc.joint_state(t0 + 40_000_000, np.full(7, 0.0002))  # sensor noise: a static scene
+    assert enc.process('rgb8', 128, 128, 384, f, t0 + 33_000_000).cache_hit
+    # by arrival the arm has moved since (a braking arm, a queued frame), yet at the
+    # repeat's stamp it had not: still a static scene
+    enc.joint_state(t0 + 70_000_000, np.full(7, 0.05))
+    assert enc.process('rgb8', 128, 128, 384, f, t0 + 36_000_000).cache_hit
+    # the arm moved 0.8 mrad between the stamps, the picture did not
+    enc.joint_state(t0 + 80_000_000, np.full(7, 0.0008))
+    with pytest.raises(ImageError, match='0.8 mrad'):
+        enc.process('rgb8', 128, 128, 384, f, t0 + 80_000_000)
     assert enc.rejected == {'frozen': 1} and enc.retracted == 1
     res = cache.read(first.slot, world.version, key=first.key)
     assert not res.ok and res.reason == 'stale'  # within its 1 s TTL, yet refused
     assert not cache.latest(world.version).ok
     with pytest.raises(ImageError, match='frozen'):  # still frozen, withdrawn only once
-        enc.process('rgb8', 128, 128, 384, f, time.time_ns())
+        enc.process('rgb8', 128, 128, 384, f, t0 + 75_000_000)
     assert enc.retracted == 1
     g = _frame(SyntheticScene(128), 2)  # a new picture: serving again
-    assert not enc.process('rgb8', 128, 128, 384, g, time.time_ns()).cache_hit
+    assert not enc.process('rgb8', 128, 128, 384, g, t0 + 80_000_000).cache_hit
+
+
+def test_without_joint_states_near_its_stamps_a_repeat_is_not_judged(experts):
+    """No joint state within 30 ms of a frame's stamp: the check cannot tell, and a static
+    scene must not be refused for it."""
+    world, _, _ = experts
+    enc = FrameEncoder(world, InProcessCache(4, 1000, world.version))
+    f = _frame(SyntheticScene(128), 1)
+    t0 = time.time_ns()
+    enc.process('rgb8', 128, 128, 384, f, t0)
+    enc.joint_state(t0 + 200_000_000, np.full(7, 1.0))
+    assert enc.process('rgb8', 128, 128, 384, f, t0 + 33_000_000).cache_hit
 
 
 def _ticker(experts, clock_cache):

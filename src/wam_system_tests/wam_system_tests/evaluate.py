@@ -117,6 +117,8 @@ def evaluate_stack(
             bar.set_postfix(success=f'{sum(r.success for r in results)}/{len(results)}')
         stack.spin_for(1.2)  # one more diagnostics round
         d1 = stack.stats()
+        # camera frames the world expert refused: a false frozen-camera alarm shows here
+        refused = stack.rejected_frames_by_reason()
     finally:
         stack.shutdown()
     out = summarise(results)
@@ -125,6 +127,7 @@ def evaluate_stack(
     out['degraded_ticks'] = int(d1['degraded_ticks'] - d0['degraded_ticks'])
     out['ticks_open_loop'] = int(d1['open_loop_ticks'] - d0['open_loop_ticks'])
     out['ticks_held'] = int(d1['held_ticks'] - d0['held_ticks'])
+    out['rejected_frames_by_reason'] = refused
     out['motion']['gate_changed_share'] = gate.changed_share if gate is not None else None
     out['motion']['gate_change_max'] = (
         max(a.change_max for a in gate.gate_activity) if gate is not None else None

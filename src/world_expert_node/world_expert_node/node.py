@@ -478,7 +478,10 @@ class WorldExpertNode(LifecycleNode):
     # hot path -----------------------------------------------------------------
     def _on_joint_state(self, robot: str, msg: JointState) -> None:
         try:
-            self.encoders[robot].joint_positions = self._joints.map(msg.name, msg.position).copy()
+            q = self._joints.map(msg.name, msg.position).copy()
+            # by stamp (the frozen-camera check compares the arm at two pictures' stamps);
+            # an unstamped driver's states are taken as of their arrival
+            self.encoders[robot].joint_state(convert.stamp_to_ns(msg.header.stamp) or wall_ns(), q)
         except JointStateError:
             pass  # bad joint states are rejected and counted by the action expert and harness
 

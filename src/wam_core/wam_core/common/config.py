@@ -200,10 +200,11 @@ def check_device(device: str, cuda_graphs: bool) -> None:
 @dataclass
 class FrameChecksConfig:
     frozen_motion_rad: float = param(
-        0.003,
-        'an identical frame again while the arm moved more than this since that frame '
-        'first arrived (max over joints, rad) is a frozen camera, refused; a static scene '
-        'with a still arm repeats frames legitimately',
+        0.0005,
+        'an identical frame again while the arm moved more than this between the stamps '
+        'of that frame first and of the repeat (joint states at those stamps, max over '
+        'joints, rad) is a frozen camera, refused; a static scene with a still arm repeats '
+        'frames legitimately',
         min=0.0,
         max=3.2,
     )

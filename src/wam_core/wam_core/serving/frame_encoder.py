@@ -11,7 +11,8 @@ Besides the image itself, two things make a frame unusable:
   cache TTL, its representation would be trusted for too long or never be fresh;
 - a frozen camera: a driver that repeats the last frame. A static scene repeats frames
   too, and then reusing the representation is right (encode once); so a repeat counts as
-  frozen only once the arm has moved since that frame content first arrived.
+  frozen only if the arm moved between the stamps of the picture's first frame and the
+  repeat (``frozen_camera``).
 A rejected frame neither encodes nor refreshes the cache, so the representation ages
 past the TTL and the action expert holds. A frozen camera's picture is withdrawn at once
 instead (``RETRACTED_STAMP_NS``): the camera is known to repeat it, so the arm would
@@ -31,6 +32,7 @@ import numpy as np
 
 from ..cache.protocol import CacheEntry, CacheError, now_ns
 from ..models.contract import Observation
+from .frozen_camera import FrozenCameraCheck
 from .image import (
     ImageError,
     fingerprint,
@@ -77,7 +79,7 @@ class FrameEncoder:
         timeout_ms: float = 40.0,
         max_age_ms: float = math.inf,
         max_future_ms: float = 100.0,
-        frozen_motion: float = 0.003,
+        frozen_motion: float = 0.0005,
         clock=now_ns,
     ):
         self.expert = expert
@@ -87,14 +89,9 @@ class FrameEncoder:
         self.timeout_ms = timeout_ms
         self.max_age_ns = max_age_ms * 1e6
         self.max_future_ns = max_future_ms * 1e6
-        self.frozen_motion = (
-            frozen_motion  # rad (max over joints) of arm motion that a repeat must not hide
-        )
+        # rad (max over joints) of arm motion between two stamps that a repeat must not hide
+        self.frozen_camera = FrozenCameraCheck(frozen_motion)
         self.clock = clock
-        self.joint_positions: np.ndarray | None = None  # fed by the node from /joint_states
-        self._content_joints: np.ndarray | None = (
-            None  # joints when the current content first arrived
-        )
         self.frames = 0  # valid frames seen
         self.encodes = 0  # this robot's frames the expert encoded (alone or in a batch)
         self.hits = 0  # identical frames served from the cache
@@ -118,6 +115,10 @@ class FrameEncoder:
             )
         self.expert = expert
         self.reads_prompt = bool(getattr(expert.spec, 'prompt', False))
+
+    def joint_state(self, stamp_ns: int, q: np.ndarray) -> None:
+        """The arm's joint positions at ``stamp_ns`` (the node feeds /joint_states)."""
+        self.frozen_camera.joints.add(stamp_ns, q)
 
     def reject(self, reason: str) -> None:
         self.rejected[reason] = self.rejected.get(reason, 0) + 1
@@ -220,26 +221,21 @@ class FrameEncoder:
         # after a release switch, until the new model's first entry: nothing of the old
         # version is served as a hit (a static scene would otherwise never switch)
         entry = self.cache.lookup(fp) if self.cache.version == self.expert.version else None
-        q = self.joint_positions
         if entry is not None:
-            if (
-                q is not None
-                and self._content_joints is not None
-                and q.shape == self._content_joints.shape
-                and np.max(np.abs(q - self._content_joints)) > self.frozen_motion
-            ):
+            moved = self.frozen_camera.frozen(fp, stamp_ns)
+            if moved is not None:
                 self.reject('frozen')
                 self.retract(entry)
                 raise ImageError(
                     'frozen',
-                    'the same frame again although the arm moved '
-                    f'{np.max(np.abs(q - self._content_joints)):.3f} rad: camera frozen?',
+                    f'the same frame again although the arm moved {moved * 1e3:.1f} mrad '
+                    'between their stamps: camera frozen?',
                 )
             entry = self.cache.touch(entry, stamp_ns)
             self.frames += 1
             self.hits += 1
             return EncodeOutcome(entry, True, 0.0)
-        self._content_joints = None if q is None else q.copy()
+        self.frozen_camera.new_content(fp, stamp_ns)
         return PendingEncode(fp, stamp_ns, views, prompt)
 
     def complete(self, pending: PendingEncode, rep: np.ndarray, encode_ms: float) -> EncodeOutcome:

@@ -1,0 +1,40 @@
+"""The joint positions a frozen-camera check compares: by stamp, not by arrival."""
+
+import numpy as np
+
+from wam_core.serving.frozen_camera import FrozenCameraCheck, JointTrack
+
+MS = 1_000_000
+
+
+def test_joint_positions_are_interpolated_at_a_stamp_and_unknown_far_from_any():
+    track = JointTrack()
+    assert track.at(0) is None
+    track.add(100 * MS, np.zeros(2))
+    track.add(110 * MS, np.array([1.0, -1.0]))
+    assert np.allclose(track.at(104 * MS), [0.4, -0.4])
+    assert np.allclose(track.at(125 * MS), [1.0, -1.0])  # the newest, 15 ms on
+    assert np.allclose(track.at(80 * MS), [0.0, 0.0])  # the oldest, 20 ms before
+    assert track.at(150 * MS) is None and track.at(60 * MS) is None
+
+
+def test_a_gap_in_the_joint_states_is_not_bridged_and_a_clock_step_back_starts_over():
+    track = JointTrack()
+    track.add(0, np.zeros(1))
+    track.add(200 * MS, np.ones(1))
+    assert track.at(100 * MS) is None  # 100 ms from both: the arm may have done anything
+    assert np.allclose(track.at(190 * MS), [1.0])
+    track.add(50 * MS, np.full(1, 5.0))  # stepped back: the old stamps are gone
+    assert track.at(190 * MS) is None and np.allclose(track.at(50 * MS), [5.0])
+
+
+def test_a_repeat_is_frozen_by_the_motion_between_the_stamps_of_the_two_pictures():
+    check = FrozenCameraCheck(0.0005)
+    for k in range(10):  # the arm moves 0.1 mrad per 10 ms
+        check.joints.add(k * 10 * MS, np.full(3, k * 1e-4))
+    check.new_content('a', 0)
+    assert check.frozen('a', 40 * MS) is None  # 0.4 mrad: within the threshold
+    moved = check.frozen('a', 60 * MS)
+    assert moved is not None and abs(moved - 6e-4) < 1e-12
+    # another picture the cache still had (or a restarted expert's first): a new start
+    assert check.frozen('b', 90 * MS) is None and check.frozen('b', 90 * MS) is None
