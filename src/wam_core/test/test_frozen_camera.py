@@ -38,3 +38,17 @@ def test_a_repeat_is_frozen_by_the_motion_between_the_stamps_of_the_two_pictures
     assert moved is not None and abs(moved - 6e-4) < 1e-12
     # another picture the cache still had (or a restarted expert's first): a new start
     assert check.frozen('b', 90 * MS) is None and check.frozen('b', 90 * MS) is None
+
+
+def test_a_picture_repeated_after_its_stamp_left_the_history_is_still_judged():
+    """A camera that stalls for seconds and comes back repeating its last picture while
+    the arm has moved meanwhile is frozen, though the picture's stamp is long gone from
+    the joint states kept."""
+    check = FrozenCameraCheck(0.0005)
+    check.joints.add(0, np.zeros(3))
+    check.new_content('a', 0)
+    for k in range(1, 400):  # 4 s of joint states: the first 2 s leave the history
+        check.joints.add(k * 10 * MS, np.full(3, 0.01))
+    assert check.joints.at(0) is None
+    moved = check.frozen('a', 3990 * MS)
+    assert moved is not None and abs(moved - 0.01) < 1e-12

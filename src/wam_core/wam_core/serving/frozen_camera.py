@@ -9,10 +9,11 @@ working camera would show it (in the simulator a 1e-5 rad joint motion already c
 The motion is judged between the *stamps* of the pictures, from the joint states with the
 nearest stamps, not between the moments they reached the world expert: the encoder's
 queue and the joint states' own latency shift arrival times by tens of ms, and a braking
-arm moves in that time. Judged by arrival, a working camera's repeats once looked like
-0.5 mrad of motion, so the rule had to wait for 0.003 rad, which a slow arm takes 160 ms
-to cover; judged by stamps, a working camera's repeat shows only the noise of the joint
-sensors, and a small threshold holds.
+arm moves in that time, so judged by arrival a working camera's repeat can look like
+motion (the likely cause of the false alarm that had an earlier arrival-based rule
+reverted) and the rule had to wait for 0.003 rad, which a slow arm took 160 ms to cover.
+Judged by stamps, a working camera's repeat shows only the joint sensors' noise, and a
+small threshold holds.
 """
 
 from __future__ import annotations
@@ -85,8 +86,9 @@ class FrozenCameraCheck:
         """A new picture (fingerprint ``fp``), first taken at ``stamp_ns``."""
         self._content = fp
         self._content_stamp = stamp_ns
-        # taken at the first repeat, when the joint states around the stamp have arrived
-        self._content_q = None
+        # the nearest state now; the repeats refine it while the stamp is in the history
+        # (the states after it arrive later), and keep it once the stamp has left it
+        self._content_q = self.joints.at(stamp_ns)
 
     def motion(self, fp: str, stamp_ns: int) -> float | None:
         """The arm's motion between picture ``fp``'s first stamp and ``stamp_ns`` (rad, max
@@ -94,8 +96,9 @@ class FrozenCameraCheck:
         if fp != self._content:  # a picture cached earlier (or by a restarted expert)
             self.new_content(fp, stamp_ns)
             return None
-        if self._content_q is None:
-            self._content_q = self.joints.at(self._content_stamp)
+        refined = self.joints.at(self._content_stamp)
+        if refined is not None:
+            self._content_q = refined
         q = self.joints.at(stamp_ns)
         if self._content_q is None or q is None or q.shape != self._content_q.shape:
             return None
