@@ -96,6 +96,11 @@ def test_a_repeated_frame_while_the_arm_moves_is_a_frozen_camera(experts):
     with pytest.raises(ImageError, match='frozen'):  # still frozen, withdrawn only once
         enc.process('rgb8', 128, 128, 384, f, t0 + 75_000_000)
     assert enc.retracted == 1
+    # a repeat the joint states cannot tell about (stamped long before the newest: another
+    # time line) does not bring the withdrawn picture back
+    with pytest.raises(ImageError, match='withdrawn'):
+        enc.process('rgb8', 128, 128, 384, f, t0 - 300_000_000)
+    assert not cache.latest(world.version).ok
     g = _frame(SyntheticScene(128), 2)  # a new picture: serving again
     assert not enc.process('rgb8', 128, 128, 384, g, t0 + 80_000_000).cache_hit
 

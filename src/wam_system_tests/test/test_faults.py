@@ -1,5 +1,7 @@
-"""The short fault drill in `make test`: kill -9 of the world expert, a camera stall, and a
-wall-clock step of +-500 ms.
+"""The short fault drill in `make test`: kill -9 of the world expert, a camera stall, a
+frozen camera (the same picture with new stamps while the arm moves: the world expert's
+check of the joint states at the pictures' stamps, end to end), and a wall-clock step of
++-500 ms.
 
 The multi-process stack runs on the MuJoCo robot; `wam_system_tests.faults` injects each
 fault and a recorder on /arm_controller/joint_trajectory checks every forwarded point.
@@ -27,9 +29,9 @@ def domain():
     os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
 
 
-def test_world_expert_kill_camera_stall_and_clock_step():
+def test_world_expert_kill_camera_stall_frozen_frame_and_clock_step():
     out = faults.run(
-        ['world_kill', 'camera_stall', 'clock_step'],
+        ['world_kill', 'camera_stall', 'frozen_frame', 'clock_step'],
         shm_name=f'wam_faults_{uuid.uuid4().hex[:8]}',
     )
     for r in out['faults']:
@@ -38,20 +40,27 @@ def test_world_expert_kill_camera_stall_and_clock_step():
             f'unsafe {r["unsafe"]}, '
             f'stale {r["stale"]} ({r["notes"]})'
         )
-    assert [r['fault'] for r in out['faults']] == ['world_kill', 'camera_stall', 'clock_step']
+    assert [r['fault'] for r in out['faults']] == [
+        'world_kill',
+        'camera_stall',
+        'frozen_frame',
+        'clock_step',
+    ]
     for r in out['faults']:
         assert r['unsafe'] == 0, r
         assert r['stale'] == 0, r
-        # clock_step: a trajectory in flight across the injected +500 ms step reaches the
-        # robot stamped by the old clock; 1 in 20 runs was still seen after the checker
-        # took the shift at the receipt (2026-12-03, not understood): at most one, and
-        # never a stale or unsafe chunk
+        # clock_step: a trajectory in flight across the injected +500 ms step is judged
+        # by the clock it was sent by (and noted apart). Left: the gate reads the shift
+        # file at most every millisecond, so a chunk checked just before the step and
+        # published just after it is judged by the new clock: at most one, never a stale
+        # or unsafe chunk
         assert r['conformance'] <= (1 if r['fault'] == 'clock_step' else 0), r
         if r['fault'] != 'clock_step':  # a step need not brake the robot: chunks go on
             assert r['brake_ms'] is not None and r['brake_ms'] <= 1000.0, r
         assert r['hold_ms'] is not None and r['hold_ms'] <= 500.0, r
         assert r['recovery_s'] is not None and r['recovery_s'] <= 10.0, r
-    assert out['conformance_checked'] > 50 and out['conformance_violations'] == 0, out[
-        'conformance_examples'
-    ]
+    # every violation is the clock step's one allowed above (the per-fault counts add up)
+    stepped = sum(r['conformance'] for r in out['faults'] if r['fault'] == 'clock_step')
+    assert out['conformance_checked'] > 50, out
+    assert out['conformance_violations'] == stepped, out['conformance_examples']
     assert out['leaked_segments'] == [] and out['leaked_processes'] == []

@@ -223,6 +223,10 @@ def fault_clock_past(stack, rec: Recorder) -> FaultResult:
 CLOCK_STEP_S = 0.5
 
 
+def _also(notes: str) -> str:
+    return f' ({notes})' if notes else ''
+
+
 def fault_clock_step(stack, rec: Recorder) -> FaultResult:
     """The wall clock every process of the stack reads steps 500 ms forward, runs 1.5 s,
     then steps back (an NTP correction, a resumed VM), through the injected time source
@@ -253,8 +257,8 @@ def fault_clock_step(stack, rec: Recorder) -> FaultResult:
         if None in (fwd.recovery_s, back.recovery_s)
         else max(fwd.recovery_s, back.recovery_s),
         notes=f'+{CLOCK_STEP_S * 1e3:.0f} ms: hold {fwd.hold_ms} ms, recovery '
-        f'{fwd.recovery_s} s; -{CLOCK_STEP_S * 1e3:.0f} ms: hold {back.hold_ms} ms, recovery '
-        f'{back.recovery_s} s',
+        f'{fwd.recovery_s} s{_also(fwd.notes)}; -{CLOCK_STEP_S * 1e3:.0f} ms: hold '
+        f'{back.hold_ms} ms, recovery {back.recovery_s} s{_also(back.notes)}',
         brake_ms=fwd.brake_ms,
         conformance=fwd.conformance + back.conformance,
         timeline=fwd.timeline + back.timeline,

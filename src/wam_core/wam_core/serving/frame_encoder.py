@@ -12,7 +12,7 @@ Besides the image itself, two things make a frame unusable:
 - a frozen camera: a driver that repeats the last frame. A static scene repeats frames
   too, and then reusing the representation is right (encode once); so a repeat counts as
   frozen only if the arm moved between the stamps of the picture's first frame and the
-  repeat (``frozen_camera``).
+  repeat (``frozen_camera``), and a picture once found frozen stays refused.
 A rejected frame neither encodes nor refreshes the cache, so the representation ages
 past the TTL and the action expert holds. A frozen camera's picture is withdrawn at once
 instead (``RETRACTED_STAMP_NS``): the camera is known to repeat it, so the arm would
@@ -231,11 +231,16 @@ class FrameEncoder:
                     f'the same frame again although the arm moved {moved * 1e3:.1f} mrad '
                     'between their stamps: camera frozen?',
                 )
+            if entry.stamp_ns == RETRACTED_STAMP_NS:
+                # found repeated by a frozen camera: never refreshed again (a repeat the
+                # joint states cannot tell about would otherwise serve it as fresh)
+                self.reject('frozen')
+                raise ImageError('frozen', "the same frame again, withdrawn as a frozen camera's")
             entry = self.cache.touch(entry, stamp_ns)
             self.frames += 1
             self.hits += 1
             return EncodeOutcome(entry, True, 0.0)
-        self.frozen_camera.new_content(fp, stamp_ns)
+        self.frozen_camera.seen(fp, stamp_ns)
         return PendingEncode(fp, stamp_ns, views, prompt)
 
     def complete(self, pending: PendingEncode, rep: np.ndarray, encode_ms: float) -> EncodeOutcome:
