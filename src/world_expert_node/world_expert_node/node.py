@@ -653,6 +653,7 @@ class WorldExpertNode(LifecycleNode):
                 if self.rejected_subtasks
                 else rejected
             ),
+            frozen_unjudged=sum(e.frozen_camera.unjudged for e in encs),
             per_robot=[
                 RobotEncoding(
                     robot=r,
