@@ -154,8 +154,14 @@ class ActionInstance(Node):
 
     # the clock -----------------------------------------------------------------------
     def _tick(self, deadline: float) -> None:
+        ready = {
+            r
+            for r in self.cfg.robots
+            if self.experts[r].ready and self.experts[r].ticker.has_inputs
+        }
         with self._lock:
             now = time.monotonic()
+            self.roster.ready = ready
             wanted = self.roster.serving(now)
             claimed = self.roster.claimed(now)
             taken = dict(self.roster.taken)

@@ -62,6 +62,27 @@ def test_a_restarted_primary_takes_its_robots_back_without_two_drivers_at_once()
     # never both: at every step above at most one of them listed r1
 
 
+def test_a_restarted_primary_claims_a_robot_only_once_that_robots_inputs_arrived():
+    """Its subscriptions deliver a few hundred ms after its start: a robot claimed before
+    its joint states arrive would be taken from the standby driving it and then held."""
+    i0, i1 = pair()
+    beat(i0, i1, 0.0)
+    assert i1.serving(0.2) == {'r1', 'r2', 'r3', 'r4'}  # i0 died
+    back = InstanceRoster('i0', ('r1', 'r2'), ('r3', 'r4'), ('i1',), 0.1, 5.0, started=1.0)
+    back.ready = {'r1'}  # r2's joint states have not arrived yet
+    beat(i1, back, 1.1)
+    assert back.claimed(1.1) == {'r1'}
+    beat(back, i1, 1.11)
+    assert i1.serving(1.12) == {'r2', 'r3', 'r4'}  # r2 stays with the standby
+    beat(i1, back, 1.13)
+    assert back.serving(1.13) == {'r1'}
+    back.ready = {'r1', 'r2'}
+    beat(back, i1, 1.14)
+    assert i1.serving(1.15) == {'r3', 'r4'}
+    beat(i1, back, 1.16)
+    assert back.serving(1.16) == {'r1', 'r2'}
+
+
 def test_the_standby_yields_as_soon_as_the_primary_claims_again():
     i0, i1 = pair()
     beat(i0, i1, 0.0)

@@ -165,6 +165,14 @@ class ActionTicker:
             latest = self._pending_joint if self._pending_joint is not None else self._joint_np
         return None if latest is None else latest.copy()
 
+    @property
+    def has_inputs(self) -> bool:
+        """Whether a joint state and a representation descriptor have arrived: what a tick
+        needs before it can decode (an instance claims a robot only then)."""
+        with self._input_lock:
+            joint = self._pending_joint is not None or self._joint_np is not None
+        return joint and self._descriptor is not None
+
     def set_joint_state(self, positions: np.ndarray) -> None:
         state = np.array(positions, dtype=np.float32)
         with self._input_lock:

@@ -7,7 +7,11 @@ ROS-free and clock-explicit (every call takes ``now``, s), so the rules are test
 deterministically:
 
 - A primary claims its robots once it has heard each configured peer (or after
-  ``startup_grace_s``): a restarted primary must know whether its standby drives them.
+  ``startup_grace_s``): a restarted primary must know whether its standby drives them;
+  and each robot only once it has that robot's inputs (``ready``: a joint state and a
+  representation descriptor): a restarted primary that claimed a robot before its
+  subscriptions had delivered anything took it from a standby that was driving it and
+  then held it, `no_joint_state`, until its gate stopped it (a fresh-clone `make test`).
   It serves a claimed robot unless a live peer says it serves it (a standby that took it
   over and has not let go yet), until it has served it once since its start: from then
   on it keeps it. A standby that took it over on a late heartbeat (a stalled executor,
@@ -59,6 +63,8 @@ class InstanceRoster:
     takeovers: int = 0
     handbacks: int = 0
     served: set[str] = field(default_factory=set)  # own robots served since the start
+    # own robots whose inputs have arrived (the instance sets it every tick); None: all
+    ready: set[str] | None = None
 
     def __post_init__(self) -> None:
         overlap = set(self.robots) & set(self.standby_robots)
@@ -82,12 +88,12 @@ class InstanceRoster:
         return next((n for n, hb in self.heard.items() if robot in hb.robots), None)
 
     def claimed(self, now: float) -> set[str]:
-        """Its own robots it is ready to drive (for its heartbeat): all of them once it has
-        heard its peers or the grace ended, none before."""
+        """Its own robots it is ready to drive (for its heartbeat): those whose inputs
+        have arrived, once it has heard its peers or the grace ended; none before."""
         in_grace = now - self.started < self.startup_grace_s
         if in_grace and any(p not in self.heard for p in self.peers):
             return set()
-        return set(self.robots)
+        return set(self.robots) if self.ready is None else set(self.robots) & self.ready
 
     def serving(self, now: float) -> set[str]:
         """The robots to tick now."""
