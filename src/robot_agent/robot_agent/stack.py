@@ -378,12 +378,12 @@ class Stack(BringUp):
     def degraded_by_reason(self) -> dict[str, int]:
         """The action expert's degraded ticks by reason (stale, miss, no_joint_state, ...)."""
         a = self.monitor.action
-        return {} if a is None else {rc.reason: int(rc.count) for rc in a.degraded}
+        return {} if a is None else convert.counts_of(a.degraded)
 
     def rejected_frames_by_reason(self) -> dict[str, int]:
         """The world expert's refused camera frames by reason (frozen, stamp_old, ...)."""
         w = self.monitor.world
-        return {} if w is None else {rc.reason: int(rc.count) for rc in w.rejected}
+        return {} if w is None else convert.counts_of(w.rejected)
 
     def _releasable(self) -> list:
         return [self.world, self.action]
