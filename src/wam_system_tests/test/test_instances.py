@@ -63,7 +63,8 @@ def test_a_killed_instances_robot_is_taken_over_and_handed_back(fleet):
     )
     fleet.spin_for(1.0)
     stops.clear()
-    chunks = m.chunks
+    other = fleet.monitors['robot1']  # on the surviving instance throughout: the yardstick
+    chunks, others = m.chunks, other.chunks
     t_kill = time.monotonic()
     dead = fleet.kill_child('instance/i1', signal.SIGKILL)
     fleet.spin_for(5.0, until=lambda: fleet.watch.serves('i0', ['robot1', 'robot2']))
@@ -75,7 +76,10 @@ def test_a_killed_instances_robot_is_taken_over_and_handed_back(fleet):
     fleet.spin_for(2.0, until=lambda: fleet.watch.latest['i0'].batch_size == 2)
     assert fleet.watch.latest['i0'].batch_size == 2, fleet.watch.latest['i0']
     fleet.spin_for(max(0.0, 2.0 - (time.monotonic() - t_kill - took)))
-    assert m.chunks > chunks + 50  # robot2 driven by i0 now
+    # robot2 driven by i0 now, as robot1 is: both at the rate the world expert's fresh
+    # representations allow on this host (a loaded host holds whole seconds of `stale`
+    # ticks for both robots alike), so robot2's chunks are judged against robot1's
+    assert m.chunks - chunks > max(10, 0.5 * (other.chunks - others)), (m.chunks, other.chunks)
     # the rule: no safety stop when the takeover is faster than the gate's
     # chunk_timeout_s (0.25 s); a loaded host's slower takeover (p99 274 ms in the drill,
     # a known miss) may stop the robot, and then only
@@ -90,9 +94,10 @@ def test_a_killed_instances_robot_is_taken_over_and_handed_back(fleet):
     assert fleet.watch.serves('i1', ['robot2'])
     fleet.spin_for(1.0)
     assert list(fleet.watch.latest['i0'].serving_robots) == ['robot1']
-    chunks = m.chunks
+    chunks, others = m.chunks, other.chunks
     fleet.spin_for(2.0)
     # (a fresh-clone run saw the restarted i1 claim robot2 before its joint states
     # arrived, hold it and trip the gate: i1 now claims a robot once its inputs are in)
     assert not any(stops[handback:]), 'the handback tripped a safety stop'
-    assert m.chunks > chunks + 50 and m.conformance.total == 0
+    assert m.chunks - chunks > max(10, 0.5 * (other.chunks - others)), (m.chunks, other.chunks)
+    assert m.conformance.total == 0
