@@ -38,8 +38,8 @@ def master():
         m.stop()
 
 
-def _cfg(m):
-    return MooncakeConfig(
+def _cfg(m, **change):
+    fields = dict(
         master_address=m.master_address,
         metadata_server=m.metadata_server,
         local_hostname=WORLD_HOST,
@@ -47,6 +47,8 @@ def _cfg(m):
         global_segment_mb=16,
         local_buffer_mb=4,
     )
+    fields.update(change)
+    return MooncakeConfig(**fields)
 
 
 def _writer_proc(cfg, q_in, q_out):
@@ -151,14 +153,7 @@ def _big_writer_proc(cfg, q_out, q_done):
 
 
 def test_a_megabyte_bfloat16_prefix_crosses_hosts_intact(master):
-    cfg = MooncakeConfig(
-        master_address=master.master_address,
-        metadata_server=master.metadata_server,
-        local_hostname=WORLD_HOST,
-        reader_hostname=ROBOT_HOST,
-        global_segment_mb=32,
-        local_buffer_mb=16,
-    )
+    cfg = _cfg(master, global_segment_mb=32, local_buffer_mb=16)
     ctx = mp.get_context('spawn')
     q_out, q_done = ctx.Queue(), ctx.Queue()
     writer = ctx.Process(target=_big_writer_proc, args=(cfg, q_out, q_done), daemon=True)
@@ -201,3 +196,74 @@ def test_the_master_listens_on_its_host_except_its_metadata_servers_own_choice(m
     assert http and http <= {WORLD_HOST, '0.0.0.0'}, listening
     known = {master.rpc_port, master.metrics_port, master.http_port}
     assert {port for _, port in listening} <= known, listening
+
+
+def _mounted_client_proc(cfg, q_in, q_out):
+    """A world expert's store client: mounted until told to close."""
+    w = MooncakeWriter(cfg, 'v1', SHAPE, robot='robot1', capacity=4)
+    q_out.put('mounted')
+    q_in.get()
+    w.close()
+    q_out.put('closed')
+
+
+def _foreground_master(host):
+    """``python -m wam_core.cache.mooncake_master`` as a launch file runs it, and a
+    mounted client in a child process."""
+    import subprocess
+    import sys
+
+    rpc, http = free_port(host), free_port(host)
+    proc = subprocess.Popen(
+        [sys.executable, '-m', 'wam_core.cache.mooncake_master', '--host', host]
+        + ['--rpc-port', str(rpc), '--http-port', str(http), '--linger-s', '8'],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert 'ready' in proc.stdout.readline()
+    cfg = _cfg(MooncakeMaster(host, rpc, http), local_hostname=host)
+    ctx = mp.get_context('spawn')
+    q_in, q_out = ctx.Queue(), ctx.Queue()
+    client = ctx.Process(target=_mounted_client_proc, args=(cfg, q_in, q_out), daemon=True)
+    client.start()
+    assert q_out.get(timeout=30) == 'mounted'
+    return proc, client, q_in, q_out
+
+
+def test_a_stopped_master_serves_on_until_its_clients_closed_their_store():
+    """Ctrl-C reaches the master and the world expert at once: the master must outlive the
+    world expert's store, or a put in flight hangs and the expert aborts in teardown."""
+    import signal
+
+    proc, client, q_in, q_out = _foreground_master('127.0.0.6')
+    try:
+        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGINT)  # the terminal's and launch's
+        time.sleep(1.0)
+        assert proc.poll() is None, 'the master left while a client was still mounted'
+        q_in.put('close')
+        assert q_out.get(timeout=20) == 'closed'
+        assert proc.wait(timeout=10) == 0
+        assert 'stopping: no client mounted' in proc.stdout.read()
+    finally:
+        client.kill()
+        proc.kill()
+
+
+def test_a_sigterm_while_the_master_lingers_ends_it():
+    """launch escalates to SIGTERM after 5 s: then the master goes at once."""
+    import signal
+
+    proc, client, _, _ = _foreground_master('127.0.0.7')
+    try:
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        assert proc.poll() is None
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=5) == 0
+        assert time.monotonic() - t0 < 3.0
+        assert 'stopping: SIGTERM' in proc.stdout.read()
+    finally:
+        client.kill()
+        proc.kill()

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 def managed_node(package: str, executable: str, name: str, params, namespace: str = ''):
     """A lifecycle node that launch drives to active: configure once it is up, activate
-    once it reached inactive (what nav2's lifecycle_manager does). The node's own
-    ``autostart`` parameter must be false."""
+    once its configure reached inactive (what nav2's lifecycle_manager does). Only that
+    transition: an operator's ``ros2 lifecycle set ... deactivate`` (and the node's own
+    deactivate on its way out) also ends in inactive and must stay there, not be
+    re-activated by launch. The node's own ``autostart`` parameter must be false."""
     import launch.actions
     import launch.events
     import launch_ros.actions
@@ -38,6 +40,7 @@ def managed_node(package: str, executable: str, name: str, params, namespace: st
     activate = launch.actions.RegisterEventHandler(
         launch_ros.event_handlers.OnStateTransition(
             target_lifecycle_node=node,
+            start_state='configuring',
             goal_state='inactive',
             entities=[transition(lifecycle_msgs.msg.Transition.TRANSITION_ACTIVATE)],
         )

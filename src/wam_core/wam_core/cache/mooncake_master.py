@@ -8,7 +8,14 @@ connections and its metadata server answers; ``stop`` ends it. ``pause``/``resum
 (SIGSTOP/SIGCONT) are for the fault drills.
 
     python -m wam_core.cache.mooncake_master [--host 127.0.0.2] [--rpc-port 50051]
-        [--http-port 8080]     # runs it in the foreground, for a launch file
+        [--http-port 8080] [--linger-s 4]     # in the foreground, for a launch file
+
+Run that way, it outlives its clients at a stop: a terminal's Ctrl-C reaches the master
+and the world expert at once, and a world expert whose put is in flight when the master
+goes waits seconds in the store's client and then aborts in its teardown (seen under
+``ros2 launch``: exit code -6). So on SIGINT or SIGTERM it keeps serving until no client
+has a segment mounted (the world expert closed its store) or ``--linger-s`` passed (under
+the 5 s after which launch escalates to SIGTERM); a SIGTERM during the wait ends it.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from ..common.process import dying_with_parent, free_port, terminate
 from .protocol import CacheError
@@ -129,6 +138,33 @@ class MooncakeMaster:
             time.sleep(0.05)
         raise CacheError(f'mooncake_master not ready on {self.master_address} in {timeout} s')
 
+    def mounted_bytes(self) -> int | None:
+        """The memory its clients lend it (its ``master_total_capacity_bytes`` metric):
+        0 once every client that mounted a segment closed; None if it does not answer."""
+        try:
+            with urllib.request.urlopen(
+                f'http://{self.host}:{self.metrics_port}/metrics', timeout=0.5
+            ) as reply:
+                text = reply.read().decode()
+        except OSError:
+            return None
+        for family in text_string_to_metric_families(text):
+            if family.name == 'master_total_capacity_bytes' and family.samples:
+                return int(family.samples[0].value)
+        return None
+
+    def linger(self, timeout_s: float, signals: set) -> str:
+        """Keep serving until no client has a segment mounted, ``timeout_s`` passed, or
+        SIGTERM arrives (``signals`` must be blocked); what ended the wait."""
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            if self.mounted_bytes() in (0, None):
+                return 'no client mounted'
+            got = signal.sigtimedwait(signals, 0.1)
+            if got is not None and got.si_signo == signal.SIGTERM:
+                return 'SIGTERM'
+        return f'{timeout_s:g} s passed'
+
     def pause(self) -> None:
         self.proc.send_signal(signal.SIGSTOP)
 
@@ -155,6 +191,12 @@ def main(argv=None) -> int:
     ap.add_argument('--host', default='127.0.0.1')
     ap.add_argument('--rpc-port', type=int, default=50051)
     ap.add_argument('--http-port', type=int, default=8080)
+    ap.add_argument(
+        '--linger-s',
+        type=float,
+        default=4.0,
+        help='at a stop, serve at most this long while clients still have segments mounted',
+    )
     args = ap.parse_args(argv)
     master = MooncakeMaster(args.host, args.rpc_port, args.http_port).start()
     # blocked after the start: a child inherits the signal mask across exec
@@ -166,7 +208,12 @@ def main(argv=None) -> int:
             f'{master.metadata_server}',
             flush=True,
         )
-        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+        stop = {signal.SIGINT, signal.SIGTERM}
+        signal.sigwait(stop)
+        # a second SIGINT (the terminal's and launch's) waits on; a SIGTERM then, which
+        # is launch's escalation, does not
+        why = master.linger(args.linger_s, stop)
+        print(f'mooncake_master stopping: {why}', flush=True)
     except KeyboardInterrupt:
         pass
     finally:
