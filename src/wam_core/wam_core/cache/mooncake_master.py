@@ -158,7 +158,10 @@ class MooncakeMaster:
         SIGTERM arrives (``signals`` must be blocked); what ended the wait."""
         end = time.monotonic() + timeout_s
         while time.monotonic() < end:
-            if self.mounted_bytes() in (0, None):
+            mounted = self.mounted_bytes()
+            if mounted is None:
+                return 'its metrics do not answer'
+            if mounted == 0:
                 return 'no client mounted'
             got = signal.sigtimedwait(signals, 0.1)
             if got is not None and got.si_signo == signal.SIGTERM:
