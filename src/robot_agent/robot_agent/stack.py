@@ -360,7 +360,10 @@ class Stack(BringUp):
             'calls_per_frame': of(w, 'calls_per_distinct_frame'),
             'encode_p50': _latency(w, 'encode', 'p50_ms'),
             'encode_p99': _latency(w, 'encode', 'p99_ms'),
-            # what the readers' TTL is spent on: camera stamp -> descriptor sent
+            # what the readers' TTL is spent on: camera stamp -> frame (every view) queued
+            # for the encoder -> descriptor sent
+            'capture_to_queued_p50': _latency(w, 'capture_to_queued', 'p50_ms'),
+            'capture_to_queued_p99': _latency(w, 'capture_to_queued', 'p99_ms'),
             'capture_to_published_p50': _latency(w, 'capture_to_published', 'p50_ms'),
             'capture_to_published_p99': _latency(w, 'capture_to_published', 'p99_ms'),
             'repr_age_p99': _latency(a, 'repr_age', 'p99_ms'),
