@@ -345,7 +345,10 @@ class Fleet(BringUp):
             'fetch_ms_p99': _latency(a, 'fetch', 'p99_ms'),
             'encode_ms_p50': _latency(w, 'encode', 'p50_ms'),
             'encode_ms_p99': _latency(w, 'encode', 'p99_ms'),
-            # camera stamp -> descriptor sent: with the camera period, what the TTL is spent on
+            # camera stamp -> every view queued for the encoder -> descriptor sent: with the
+            # camera period, what the TTL is spent on
+            'capture_to_queued_ms_p50': _latency(w, 'capture_to_queued', 'p50_ms'),
+            'capture_to_queued_ms_p99': _latency(w, 'capture_to_queued', 'p99_ms'),
             'capture_to_published_ms_p50': _latency(w, 'capture_to_published', 'p50_ms'),
             'capture_to_published_ms_p99': _latency(w, 'capture_to_published', 'p99_ms'),
             'frames': NAN if mine is None else float(mine.frames),
