@@ -267,3 +267,30 @@ def test_a_sigterm_while_the_master_lingers_ends_it():
     finally:
         client.kill()
         proc.kill()
+
+
+def test_a_store_client_listens_on_every_interface_whatever_its_host(master):
+    """A store client (the world expert, an action expert reading from the store) opens
+    two ports of its own at setup, on every interface, not on its ``local_hostname``:
+    docs/reliability.md tells a robot network to firewall them. This checks that the
+    page still says what the library does."""
+    import psutil
+
+    ctx = mp.get_context('spawn')
+    q_in, q_out = ctx.Queue(), ctx.Queue()
+    client = ctx.Process(target=_mounted_client_proc, args=(_cfg(master), q_in, q_out))
+    client.start()
+    try:
+        assert q_out.get(timeout=30) == 'mounted'
+        listening = {
+            (c.laddr.ip, c.laddr.port)
+            for c in psutil.Process(client.pid).net_connections(kind='inet')
+            if c.status == psutil.CONN_LISTEN
+        }
+        assert listening, 'the client listens on nothing'
+        assert {ip for ip, _ in listening} <= {'0.0.0.0', '::', WORLD_HOST}, listening
+        assert {ip for ip, _ in listening} & {'0.0.0.0', '::'}, listening
+        q_in.put('close')
+        assert q_out.get(timeout=20) == 'closed'
+    finally:
+        client.kill()
