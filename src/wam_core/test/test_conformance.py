@@ -1,6 +1,7 @@
 """The expert contract, the registry and the conformance kit: the shipped pair passes, a
 broken pair fails with the reason."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -52,7 +53,9 @@ def test_the_shipped_pair_passes_every_check():
         'cached_context',
         'latency',
     ]
-    assert all(c.passed for c in checks), check.table(checks)
+    # the latency verdict is this machine's load at the time: its figures must be there
+    assert all(c.passed for c in check.untimed(checks)), check.table(checks)
+    assert check.timed_ran(checks), check.table(checks)
     assert 'decode' in _by_name(checks)['latency'].figure
 
 
@@ -154,12 +157,14 @@ def test_the_command_fails_on_a_tampered_model_with_the_reason(models, tmp_path,
 
 
 def test_the_command_passes_a_good_pair_and_writes_json(models, tmp_path, capsys):
-    # the seeded pair: untrained but conformant
+    # the seeded pair: untrained but conformant (--untimed: as make test runs it)
     out = tmp_path / 'kit.json'
-    assert check.main([models['world_dir'], models['action_dir'], '--json', str(out)]) == 0
-    results = json.loads(out.read_text())
-    assert all(r['passed'] for r in results) and len(results) == 9
-    assert 'conformance: passed' in capsys.readouterr().out
+    argv = [models['world_dir'], models['action_dir'], '--json', str(out), '--untimed']
+    assert check.main(argv) == 0
+    results = {r['name']: r for r in json.loads(out.read_text())}
+    assert len(results) == 9 and 'encode' in results['latency']['figure']
+    assert all(r['passed'] for name, r in results.items() if name != 'latency')
+    assert 'conformance: passed (latency not judged)' in capsys.readouterr().out
 
 
 def test_a_delta_expert_is_served_as_positions(pair):
@@ -184,3 +189,16 @@ def test_a_delta_expert_is_served_as_positions(pair):
     res = t.tick()
     assert res.kind == 'chunk'
     assert np.allclose(res.positions, q.astype(np.float32) + 0.01, atol=1e-6)
+
+
+def test_an_encode_over_its_budget_fails_the_latency_check(pair, budgets):
+    """The timed verdict the suite leaves to the kit's own runs still fails a slow pair
+    (a budget no forward can meet, so the verdict does not depend on the machine)."""
+    world, action = pair
+    checks = check.run_checks(world, action, dataclasses.replace(budgets, encode_ms=1e-3), 8)
+    latency = _by_name(checks)['latency']
+    assert not latency.passed
+    assert 'encode p99' in latency.reason and 'over the 0.001 ms budget' in latency.reason
+    assert check.timed_ran(checks)
+    assert 'latency' not in {c.name for c in check.untimed(checks)}
+    assert all(c.passed for c in check.untimed(checks)), check.table(checks)

@@ -1,7 +1,7 @@
 """The conformance kit: is this world/action expert pair fit to serve this robot?
 
     python -m wam_core.models.check models/world_expert models/action_expert \\
-        [--config config/wam.yaml] [--json out.json]
+        [--config config/wam.yaml] [--json out.json] [--untimed]
 
 Loads the pair through the registry (as the nodes do) and checks, in order:
 
@@ -392,6 +392,24 @@ def check_dirs(world_dir: str, action_dir: str, config: str | None = None) -> li
     return checks + run_checks(world, action, budgets)
 
 
+# The one check whose verdict depends on how busy this machine is while it runs.
+TIMED = ('latency',)
+
+
+def untimed(checks: list[Check]) -> list[Check]:
+    """The checks whose verdict is the pair's alone (all but the timed ones): what a test
+    suite on a shared, noisy machine can require, while the latency figures are judged
+    where they are measured on purpose (the kit's own run, the benchmarks)."""
+    return [c for c in checks if c.name not in TIMED]
+
+
+def timed_ran(checks: list[Check]) -> bool:
+    """Whether the timed checks ran and measured (their figures are set whichever way
+    their verdict went)."""
+    timed = [c for c in checks if c.name in TIMED]
+    return bool(timed) and all(c.figure for c in timed)
+
+
 def table(checks: list[Check]) -> str:
     rows = [('check', 'result', 'figure / reason')]
     for c in checks:
@@ -408,6 +426,12 @@ def main(argv=None) -> int:
     ap.add_argument('action_dir')
     ap.add_argument('--config', default=None, help='parameter file (default: config/wam.yaml)')
     ap.add_argument('--json', default=None, help='also write the results here')
+    ap.add_argument(
+        '--untimed',
+        action='store_true',
+        help='judge every check but latency, whose figures are still printed (a shared, '
+        'noisy machine such as CI: its verdict would be the machine load at the time)',
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(1)  # as the nodes run (num_threads: 1): the budgets are theirs
     try:
@@ -419,8 +443,12 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, 'w', encoding='utf-8') as fh:
             json.dump([asdict(c) for c in checks], fh, indent=2)
-    failed = [c.name for c in checks if not c.passed]
-    print(f'conformance: {"FAILED (" + ", ".join(failed) + ")" if failed else "passed"}')
+    judged = untimed(checks) if args.untimed else checks
+    failed = [c.name for c in judged if not c.passed]
+    if args.untimed and not timed_ran(checks) and len(checks) > len(judged):
+        failed.append('latency (not measured)')
+    verdict = 'FAILED (' + ', '.join(failed) + ')' if failed else 'passed'
+    print(f'conformance: {verdict}' + (' (latency not judged)' if args.untimed else ''))
     return 1 if failed else 0
 
 
