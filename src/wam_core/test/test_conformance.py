@@ -202,3 +202,16 @@ def test_an_encode_over_its_budget_fails_the_latency_check(pair, budgets):
     assert check.timed_ran(checks)
     assert 'latency' not in {c.name for c in check.untimed(checks)}
     assert all(c.passed for c in check.untimed(checks)), check.table(checks)
+
+
+def test_loading_the_experts_prints_no_progress_bar(models, capfd):
+    """A node's log is line-oriented: no "Loading weights" bar per model (three of the
+    demo's lines), and the bars are back on for whoever wants them afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.enable_progress_bar()
+    load_world_expert(models['world_dir'])
+    load_action_expert(models['action_dir'])
+    err = capfd.readouterr().err
+    assert 'Loading weights' not in err and '%|' not in err, err
+    assert hf_logging.is_progress_bar_enabled()

@@ -32,6 +32,7 @@ import torch
 import torch.nn as nn
 from transformers import PretrainedConfig, PreTrainedModel
 
+from ..common.quiet_loading import no_progress_bars
 from ..common.robot import TABLETOP_ARM, RobotDescription
 from .contract import ActionExpertSpec, ContractError
 from .cuda_graphs import GraphedCall, device_unavailable
@@ -270,7 +271,8 @@ def load_action_expert(model_dir: str, precision: str = 'fp32', device: str = 'c
     """Verify the manifest, then load with from_pretrained. Returns (model, manifest)."""
 
     manifest = verify_manifest(model_dir)
-    model = ActionExpert.from_pretrained(model_dir, dtype=DTYPES[resolve_precision(precision)])
+    with no_progress_bars():
+        model = ActionExpert.from_pretrained(model_dir, dtype=DTYPES[resolve_precision(precision)])
     model.eval().to(torch.device(device))
     return model, manifest
 

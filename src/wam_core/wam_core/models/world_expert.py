@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from transformers import ViTConfig, ViTModel
 
+from ..common.quiet_loading import no_progress_bars
 from .contract import ContractError, Observation, ViewSpec, WorldExpertSpec
 from .cuda_graphs import GraphedCall, device_unavailable
 from .manifest import verify_manifest
@@ -78,7 +79,10 @@ class WorldExpert:
         self._graphs: dict[int, GraphedCall] = {}  # frames per forward -> its graph
         # pinned uint8 frames per (count, height, width), and the event of their last upload
         self._staging: dict[tuple[int, int, int], tuple] = {}
-        self.model = ViTModel.from_pretrained(model_dir, add_pooling_layer=False, dtype=self.dtype)
+        with no_progress_bars():
+            self.model = ViTModel.from_pretrained(
+                model_dir, add_pooling_layer=False, dtype=self.dtype
+            )
         self.model.eval().to(self.device)
         cfg = self.model.config
         self.image_size = cfg.image_size

@@ -17,6 +17,7 @@ from collections import OrderedDict
 import numpy as np
 import torch
 
+from ..common.quiet_loading import no_progress_bars
 from .plan import SKILLS
 
 DIM = 384
@@ -53,7 +54,8 @@ class SubtaskEmbedder:
 
         path = model_dir or default_model_dir()
         self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModel.from_pretrained(path).eval()
+        with no_progress_bars():
+            self.model = AutoModel.from_pretrained(path).eval()
         self.cache_size = cache_size
         self._lock = threading.RLock()
         self._lru: OrderedDict[str, np.ndarray] = OrderedDict()

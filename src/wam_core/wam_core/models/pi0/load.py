@@ -15,8 +15,8 @@ import gc
 
 import torch
 from transformers import PI0ForConditionalGeneration
-from transformers.utils import logging as hf_logging
 
+from ...common.quiet_loading import no_progress_bars
 from ..contract import ContractError
 from ..cuda_graphs import device_unavailable
 from ..manifest import Manifest, verify_manifest
@@ -41,15 +41,11 @@ def load_pi0(
     serving = Pi0Serving.from_manifest(manifest.extra, repr(model_dir))
     processor = read_processor(model_dir)
     dtype = DTYPES[resolve_precision(precision, device)]
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # a node's log is not a terminal
     try:
-        model = PI0ForConditionalGeneration.from_pretrained(model_dir, dtype=dtype)
+        with no_progress_bars():
+            model = PI0ForConditionalGeneration.from_pretrained(model_dir, dtype=dtype)
     except (OSError, ValueError) as exc:
         raise ContractError(f'{model_dir!r}: not a π0 checkpoint: {exc}') from None
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
     serving.check_model(model.config, repr(model_dir))
     if keep == 'vlm':
         del model.model.dit
