@@ -118,6 +118,26 @@ def test_bad_frames_are_rejected_and_the_node_keeps_encoding(models, ros):
         probe.destroy_node()
 
 
+def test_the_encoder_thread_runs_at_its_realtime_priority(models, ros):
+    """The encode is what the readers' TTL is spent on: its thread asks SCHED_FIFO at
+    realtime_priority (below the tick's), or says why it runs at normal priority."""
+    node = _node(models['world_dir'], InProcessCache(4, 50, ''))
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        tid = node._worker.native_id
+        if node.encoder_realtime_error:  # not privileged here
+            assert 'refused' in node.encoder_realtime_error
+            assert os.sched_getscheduler(tid) == os.SCHED_OTHER
+        else:
+            assert os.sched_getscheduler(tid) == os.SCHED_FIFO
+            assert os.sched_getparam(tid).sched_priority == node.cfg.realtime_priority == 40
+        assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the executor's thread is not
+    finally:
+        node.release()
+        node.destroy_node()
+
+
 def test_tampered_model_fails_configure_cleanly(models, ros, tmp_path):
     bad_dir = str(tmp_path / 'w')
     shutil.copytree(models['world_dir'], bad_dir)

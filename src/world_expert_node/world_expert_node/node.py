@@ -50,6 +50,7 @@ from wam_core.serving.frame_encoder import FrameEncoder
 from wam_core.serving.image import ImageError
 from wam_core.serving.interpreter import freeze_heap
 from wam_core.serving.latency import RateMeter
+from wam_core.serving.realtime import request_fifo
 from wam_core.serving.view_sync import ViewSync
 from wam_interfaces.msg import (
     ActiveSubtask,
@@ -119,6 +120,8 @@ class WorldExpertNode(LifecycleNode):
         self.window: BatchWindow | None = None
         self._wake = threading.Condition()
         self._worker = None
+        self._encoder_scheduled = threading.Event()
+        self.encoder_realtime_error = ''  # why the encoder runs at normal priority
         self._running = False
         self.diagnostics = NodeDiagnostics(self)
         self.status = TypedStatus(
@@ -276,11 +279,20 @@ class WorldExpertNode(LifecycleNode):
         self._worker = threading.Thread(
             target=self._encode_loop, name='world_encoder', daemon=True
         )
+        self._encoder_scheduled.clear()
         self._worker.start()
         self.ready = True
         self.diagnostics.publish()  # report now: after a restart the harness waits on it
+        self._encoder_scheduled.wait(1.0)
+        if self.encoder_realtime_error:
+            self.get_logger().warning(
+                f'encoder thread at normal priority: {self.encoder_realtime_error}; '
+                'grant CAP_SYS_NICE or an rtprio limit, or set realtime_priority 0'
+            )
+        fifo = self.cfg.realtime_priority if not self.encoder_realtime_error else 0
         self.get_logger().info(
             f'ready: warm-up {self.cfg.warmup_requests} encodes, {mean_s * 1e3:.2f} ms each'
+            + (f'; encoder at SCHED_FIFO {fifo}' if fifo else '')
         )
         return super().on_activate(state)
 
@@ -539,6 +551,9 @@ class WorldExpertNode(LifecycleNode):
 
     def _encode_loop(self) -> None:
         torch.set_num_threads(self.cfg.num_threads)  # per-thread in OpenMP builds
+        # ranked below the tick and above the rest: the encode is what the TTL is spent on
+        self.encoder_realtime_error = request_fifo(self.cfg.realtime_priority)
+        self._encoder_scheduled.set()
         while True:
             with self._wake:
                 while self._running:

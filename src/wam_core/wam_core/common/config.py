@@ -271,6 +271,14 @@ class WorldExpertParams:
     num_threads: int = param(
         1, 'torch intra-op threads (fixed, so p99 stays near p50)', min=1, max=256
     )
+    realtime_priority: int = param(
+        40,
+        "SCHED_FIFO priority of the encoder thread, below the action expert's tick (50): "
+        'a waiting frame gets a core before the other nodes (0: normal scheduling; without '
+        'the privilege it falls back with a warning)',
+        min=0,
+        max=99,
+    )
     camera_topic: str = param(
         'camera/image_raw',
         "sensor_msgs/Image topic of the front view, relative to each robot's namespace",

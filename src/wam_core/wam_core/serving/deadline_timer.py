@@ -20,12 +20,12 @@ Without the privilege (CAP_SYS_NICE or an rtprio limit) it runs at normal priori
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 from collections.abc import Callable
 
 from ..common.thread_errors import ThreadErrors
+from .realtime import request_fifo
 
 
 class DeadlineTimer:
@@ -81,11 +81,8 @@ class DeadlineTimer:
     def _set_priority(self) -> None:
         if self.priority <= 0:
             return
-        try:  # pid 0: the calling thread
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.priority))
-            self.realtime = True
-        except (OSError, AttributeError) as exc:
-            self.realtime_error = f'SCHED_FIFO {self.priority} refused ({exc})'
+        self.realtime_error = request_fifo(self.priority)
+        self.realtime = not self.realtime_error
 
     def _run(self) -> None:
         self._set_priority()
