@@ -80,9 +80,10 @@ def _stop_on_signals() -> threading.Event:
     return stop
 
 
-def bring_up(node) -> None:
-    """configure + activate a lifecycle node (what a lifecycle manager would do)."""
-    for name in ('configure', 'activate'):
+def bring_up(node, transitions=('configure', 'activate')) -> None:
+    """configure + activate a lifecycle node (what a lifecycle manager would do), or the
+    ``transitions`` named; SystemExit naming the one that failed."""
+    for name in transitions:
         if getattr(node, f'trigger_{name}')() != TransitionCallbackReturn.SUCCESS:
             raise SystemExit(f'{node.get_name()}: {name} failed, see the log above')
 
