@@ -200,10 +200,10 @@ class Fleet(BringUp):
             else:
                 raise ValueError(f'unknown robot {robot!r}')
             self.monitors[name] = Monitor(joints, namespace=ns)
-        for n in [*self.robots.values(), *self.monitors.values()]:
+        for n in [*self.robots.values(), *(m.status for m in self.monitors.values())]:
             self.executor.add_node(n)
         # see Stack: what reaches each robot, as its controller process would receive it
-        self.observers = BackgroundSpinner(m.controller for m in self.monitors.values())
+        self.observers = BackgroundSpinner(self.monitors.values())
         if self.mode == 'single':
             self._start_single()
         else:
@@ -317,7 +317,7 @@ class Fleet(BringUp):
     def reset_counters(self) -> None:
         """Start the monitors' own counts afresh (after warm-up)."""
         for m in self.monitors.values():
-            m.chunks = m.holds = m.controller.forwarded = 0
+            m.status.chunks = m.status.holds = m.forwarded = 0
 
     # figures ----------------------------------------------------------------------
     def robot_stats(self, robot: str) -> dict[str, float]:

@@ -56,15 +56,74 @@ from .synthetic_robot import SyntheticRobot
 NAN = float('nan')
 
 
-class ControllerWatch(Node):
-    """Every trajectory reaching /arm_controller/joint_trajectory, held against
-    joint_trajectory_controller's acceptance rules (``conformance``) as the controller's
-    process would receive it. Spun alone on a wait-set executor (``BackgroundSpinner``):
-    only such an executor hands a callback the middleware's receipt time, and its Python
-    wait loop costs GIL time per message, which the rest of the monitor need not pay."""
+class StatusWatch(Node):
+    """The monitor's part that needs no receipt time: raw chunks, the safety stop, the
+    nodes' typed statuses, and the level and message of every /diagnostics status. Spun
+    on the stack's EventsExecutor: on the monitor's wait-set executor its messages cost
+    GIL time that the encoder and the tick wait for (a single-process demo degraded 7 %
+    of its ticks without that executor, against 18 % with it in the same hour,
+    2026-12-04)."""
+
+    def __init__(self, namespace: str = ''):
+        super().__init__('stack_status_watch', namespace=namespace)
+        self.chunks = 0
+        self.holds = 0
+        self.last_chunk = None  # the latest message, chunk or hold
+        self.last_full_chunk = None  # the latest real chunk (a hold has one point)
+        self.arrival = LatencyWindow(20000)
+        self._last = None
+        self.levels: dict[str, int] = {}  # /diagnostics status name -> level
+        self.messages: dict[str, str] = {}  # /diagnostics status name -> message
+        self.safety_stop = False
+        self.world: WorldExpertStatus | None = None
+        self.action: ActionExpertStatus | None = None
+        self.gate: SafetyGateStatus | None = None
+        self.task: TaskManagerStatus | None = None
+        sub = self.create_subscription
+        sub(JointTrajectory, 'action_expert/raw_chunk', self._on_chunk, 50)
+        sub(Bool, 'safety/stop', self._on_stop, qos.LATCHED)
+        sub(DiagnosticArray, '/diagnostics', self._on_diag, 50)
+        sub(WorldExpertStatus, 'world_expert/status', self._keep('world'), qos.EVENTS)
+        sub(ActionExpertStatus, 'action_expert/status', self._keep('action'), qos.EVENTS)
+        sub(SafetyGateStatus, 'harness/gate_status', self._keep('gate'), qos.EVENTS)
+        sub(TaskManagerStatus, 'harness/task_status', self._keep('task'), qos.EVENTS)
+
+    def _keep(self, attr: str):
+        return lambda msg: setattr(self, attr, msg)
+
+    def _on_chunk(self, msg: JointTrajectory) -> None:
+        t = time.perf_counter()
+        if self._last is not None:
+            self.arrival.add((t - self._last) * 1e3)
+        self._last = t
+        self.last_chunk = msg
+        if len(msg.points) == 1:
+            self.holds += 1
+        else:
+            self.chunks += 1
+            self.last_full_chunk = msg
+
+    def _on_stop(self, msg: Bool) -> None:
+        self.safety_stop = msg.data
+
+    def _on_diag(self, msg: DiagnosticArray) -> None:
+        for st in msg.status:
+            self.levels[st.name] = convert.status_level(st)
+            self.messages[st.name] = st.message
+
+
+class Monitor(Node):
+    """Watches what a user would. Every trajectory reaching
+    /arm_controller/joint_trajectory is held against joint_trajectory_controller's
+    acceptance rules (``conformance``) as the controller's process would receive it, so
+    this node spins on a wait-set executor of its own (``BackgroundSpinner``): only such
+    an executor hands a callback the middleware's receipt time (the drills' recorders
+    subscribe here for the same reason). The rest (chunks, statuses, /diagnostics) is
+    ``status``, a node on the stack's executor; its figures read through this one."""
 
     def __init__(self, joint_names=TABLETOP_ARM.joint_names, namespace: str = ''):
-        super().__init__('stack_controller_watch', namespace=namespace)
+        super().__init__('stack_monitor', namespace=namespace)
+        self.status = StatusWatch(namespace)
         self.conformance = ConformanceCounter()
         self._rules = ControllerRules(list(joint_names))
         self.last_violations: list[str] = []
@@ -90,73 +149,15 @@ class ControllerWatch(Node):
             self.last_violations = bad
 
 
-class Monitor(Node):
-    """Watches what a user would: raw chunks, the safety stop, the nodes' typed statuses,
-    and the level and message of every /diagnostics status; what reaches the arm through
-    ``controller`` (a node of its own, spun apart: see ``ControllerWatch``). Spun on the
-    stack's executor: nothing here needs a receipt time (a single-process demo degraded
-    7 % of its ticks with the whole monitor on a wait-set executor, against 18 % in the
-    same hour, 2026-12-04)."""
+def _status_field(name: str) -> property:
+    return property(lambda self: getattr(self.status, name), doc=f'``status.{name}``')
 
-    def __init__(self, joint_names=TABLETOP_ARM.joint_names, namespace: str = ''):
-        super().__init__('stack_monitor', namespace=namespace)
-        self.controller = ControllerWatch(joint_names, namespace)
-        self.chunks = 0
-        self.holds = 0
-        self.last_chunk = None  # the latest message, chunk or hold
-        self.last_full_chunk = None  # the latest real chunk (a hold has one point)
-        self.arrival = LatencyWindow(20000)
-        self._last = None
-        self.levels: dict[str, int] = {}  # /diagnostics status name -> level
-        self.messages: dict[str, str] = {}  # /diagnostics status name -> message
-        self.safety_stop = False
-        self.world: WorldExpertStatus | None = None
-        self.action: ActionExpertStatus | None = None
-        self.gate: SafetyGateStatus | None = None
-        self.task: TaskManagerStatus | None = None
-        sub = self.create_subscription
-        sub(JointTrajectory, 'action_expert/raw_chunk', self._on_chunk, 50)
-        sub(Bool, 'safety/stop', self._on_stop, qos.LATCHED)
-        sub(DiagnosticArray, '/diagnostics', self._on_diag, 50)
-        sub(WorldExpertStatus, 'world_expert/status', self._keep('world'), qos.EVENTS)
-        sub(ActionExpertStatus, 'action_expert/status', self._keep('action'), qos.EVENTS)
-        sub(SafetyGateStatus, 'harness/gate_status', self._keep('gate'), qos.EVENTS)
-        sub(TaskManagerStatus, 'harness/task_status', self._keep('task'), qos.EVENTS)
 
-    @property
-    def conformance(self) -> ConformanceCounter:
-        return self.controller.conformance
-
-    @property
-    def last_violations(self) -> list[str]:
-        return self.controller.last_violations
-
-    @property
-    def forwarded(self) -> int:
-        return self.controller.forwarded
-
-    def _keep(self, attr: str):
-        return lambda msg: setattr(self, attr, msg)
-
-    def _on_chunk(self, msg: JointTrajectory) -> None:
-        t = time.perf_counter()
-        if self._last is not None:
-            self.arrival.add((t - self._last) * 1e3)
-        self._last = t
-        self.last_chunk = msg
-        if len(msg.points) == 1:
-            self.holds += 1
-        else:
-            self.chunks += 1
-            self.last_full_chunk = msg
-
-    def _on_stop(self, msg: Bool) -> None:
-        self.safety_stop = msg.data
-
-    def _on_diag(self, msg: DiagnosticArray) -> None:
-        for st in msg.status:
-            self.levels[st.name] = convert.status_level(st)
-            self.messages[st.name] = st.message
+for _name in (
+    'chunks', 'holds', 'last_chunk', 'last_full_chunk', 'arrival', 'levels', 'messages',
+    'safety_stop', 'world', 'action', 'gate', 'task',
+):  # fmt: skip
+    setattr(Monitor, _name, _status_field(_name))
 
 
 def _latency(status, stage: str, field: str) -> float:
@@ -225,9 +226,9 @@ class Stack(BringUp):
         else:
             raise ValueError(f'unknown robot {robot!r}')
         self.monitor = Monitor(self.joint_names())
-        self.executor.add_node(self.monitor)
+        self.executor.add_node(self.monitor.status)
         # what reaches the robot is checked as a controller process would receive it
-        self.observers = BackgroundSpinner([self.monitor.controller])
+        self.observers = BackgroundSpinner([self.monitor])
         self.agent = None
         if agent:
             from .agent_node import AgentNode
