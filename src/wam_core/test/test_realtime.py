@@ -1,21 +1,23 @@
-"""SCHED_FIFO for a hot-path thread: granted as asked, or normal scheduling with a reason."""
+"""Scheduling for hot-path threads: granted as asked, or unchanged with a reason."""
 
 import os
 import threading
 
-from wam_core.common.config import ActionExpertParams, ActionInstanceParams, WorldExpertParams
-from wam_core.serving.realtime import request_fifo
+from wam_core.common.config import WorldExpertParams
+from wam_core.serving.realtime import request_fifo, request_nice
 
 
-def _in_thread(priority: int):
-    """request_fifo's answer in a fresh thread, and that thread's policy and priority."""
+def _in_thread(request, value: int):
+    """The request's answer in a fresh thread, and that thread's policy, priority and
+    nice value afterwards."""
     seen = {}
 
     def run():
-        seen['error'] = request_fifo(priority)
+        seen['error'] = request(value)
         tid = threading.get_native_id()
         seen['policy'] = os.sched_getscheduler(tid)
         seen['priority'] = os.sched_getparam(tid).sched_priority
+        seen['nice'] = os.getpriority(os.PRIO_PROCESS, tid)
 
     t = threading.Thread(target=run)
     t.start()
@@ -23,22 +25,30 @@ def _in_thread(priority: int):
     return seen
 
 
-def test_a_granted_request_sets_fifo_on_the_calling_thread_only():
-    priority = WorldExpertParams().realtime_priority
-    seen = _in_thread(priority)
+def test_a_granted_fifo_request_sets_the_calling_thread_only():
+    seen = _in_thread(request_fifo, 50)
     if seen['error']:  # no privilege here: it says why and leaves the thread as it was
         assert 'refused' in seen['error'] and seen['policy'] == os.SCHED_OTHER
     else:
-        assert (seen['policy'], seen['priority']) == (os.SCHED_FIFO, priority)
+        assert (seen['policy'], seen['priority']) == (os.SCHED_FIFO, 50)
     assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the caller's own thread untouched
 
 
-def test_priority_zero_asks_for_nothing():
-    assert _in_thread(0) == {'error': '', 'policy': os.SCHED_OTHER, 'priority': 0}
+def test_the_encoders_nice_value_applies_to_its_thread_only():
+    nice = WorldExpertParams().encoder_nice
+    assert nice < 0  # a larger share than the node's other threads
+    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    seen = _in_thread(request_nice, nice)
+    if seen['error']:
+        assert 'refused' in seen['error'] and seen['nice'] == before
+    else:
+        assert seen['nice'] == nice and seen['policy'] == os.SCHED_OTHER
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before
 
 
-def test_by_default_the_encoder_ranks_below_every_tick():
-    """A decode due now outranks the next representation."""
-    encoder = WorldExpertParams().realtime_priority
-    assert 0 < encoder < ActionExpertParams().realtime_priority
-    assert encoder < ActionInstanceParams().realtime_priority
+def test_zero_asks_for_nothing():
+    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    assert _in_thread(request_fifo, 0) == {
+        'error': '', 'policy': os.SCHED_OTHER, 'priority': 0, 'nice': before,
+    }  # fmt: skip
+    assert _in_thread(request_nice, 0)['nice'] == before

@@ -50,7 +50,7 @@ from wam_core.serving.frame_encoder import FrameEncoder
 from wam_core.serving.image import ImageError
 from wam_core.serving.interpreter import freeze_heap
 from wam_core.serving.latency import RateMeter
-from wam_core.serving.realtime import request_fifo
+from wam_core.serving.realtime import request_nice
 from wam_core.serving.view_sync import ViewSync
 from wam_interfaces.msg import (
     ActiveSubtask,
@@ -121,7 +121,7 @@ class WorldExpertNode(LifecycleNode):
         self._wake = threading.Condition()
         self._worker = None
         self._encoder_scheduled = threading.Event()
-        self.encoder_realtime_error = ''  # why the encoder runs at normal priority
+        self.encoder_nice_error = ''  # why the encoder keeps the default nice value
         self._running = False
         self.diagnostics = NodeDiagnostics(self)
         self.status = TypedStatus(
@@ -284,15 +284,15 @@ class WorldExpertNode(LifecycleNode):
         self.ready = True
         self.diagnostics.publish()  # report now: after a restart the harness waits on it
         self._encoder_scheduled.wait(1.0)
-        if self.encoder_realtime_error:
+        if self.encoder_nice_error:
             self.get_logger().warning(
-                f'encoder thread at normal priority: {self.encoder_realtime_error}; '
-                'grant CAP_SYS_NICE or an rtprio limit, or set realtime_priority 0'
+                f'encoder thread at the default priority: {self.encoder_nice_error}; '
+                'grant CAP_SYS_NICE, or set encoder_nice 0'
             )
-        fifo = self.cfg.realtime_priority if not self.encoder_realtime_error else 0
+        nice = self.cfg.encoder_nice if not self.encoder_nice_error else 0
         self.get_logger().info(
             f'ready: warm-up {self.cfg.warmup_requests} encodes, {mean_s * 1e3:.2f} ms each'
-            + (f'; encoder at SCHED_FIFO {fifo}' if fifo else '')
+            + (f'; encoder at nice {nice}' if nice else '')
         )
         return super().on_activate(state)
 
@@ -551,8 +551,8 @@ class WorldExpertNode(LifecycleNode):
 
     def _encode_loop(self) -> None:
         torch.set_num_threads(self.cfg.num_threads)  # per-thread in OpenMP builds
-        # ranked below the tick and above the rest: the encode is what the TTL is spent on
-        self.encoder_realtime_error = request_fifo(self.cfg.realtime_priority)
+        # a larger CPU share than the rest: the encode is what the readers' TTL is spent on
+        self.encoder_nice_error = request_nice(self.cfg.encoder_nice)
         self._encoder_scheduled.set()
         while True:
             with self._wake:

@@ -271,13 +271,13 @@ class WorldExpertParams:
     num_threads: int = param(
         1, 'torch intra-op threads (fixed, so p99 stays near p50)', min=1, max=256
     )
-    realtime_priority: int = param(
-        40,
-        "SCHED_FIFO priority of the encoder thread, below the action expert's tick (50): "
-        'a waiting frame gets a core before the other nodes (0: normal scheduling; without '
-        'the privilege it falls back with a warning)',
-        min=0,
-        max=99,
+    encoder_nice: int = param(
+        -10,
+        "nice value of the encoder thread: a larger CPU share than the node's other threads "
+        "(CFS weight about 9x at -10), never a core outright (0: the process's; without the "
+        'privilege it keeps that, with a warning)',
+        min=-20,
+        max=19,
     )
     camera_topic: str = param(
         'camera/image_raw',
