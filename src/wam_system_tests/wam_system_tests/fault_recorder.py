@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import glob
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from rclpy.subscription import MessageInfo
 from std_msgs.msg import Bool
 from trajectory_msgs.msg import JointTrajectory
 
-from wam_core.cache.freshness import expected_ttl_ms, stale_bound_s
+from wam_core.cache.freshness import expected_ttl_ms, stale_bound_s, valid_announced_ttl
 from wam_core.common.clock import WallClock, shift_at
 from wam_core.common.config import ActionExpertParams, HarnessParams, WorldExpertParams
 from wam_core.common.params import load_params
@@ -69,6 +70,8 @@ class FaultResult:
     # instance_kill: the dead instance's robots' first chunk from their standby, ms after
     # the kill (the worst robot); None for the other faults
     takeover_ms: float | None = None
+    # a fleet drill: a robot the fault must not touch lost chunk rate or was stopped
+    disturbed: bool = False
 
     def judge(self, needs_reset: bool = False) -> FaultResult:
         # a takeover faster than the gate's gap hold leaves nothing to brake for
@@ -85,6 +88,7 @@ class FaultResult:
             and self.recovery_s is not None
             and (needs_reset or self.recovery_s <= RECOVERY_TARGET_S)
             and (self.takeover_ms is None or self.takeover_ms <= TAKEOVER_TARGET_MS)
+            and not self.disturbed
         )
         return self
 
@@ -127,6 +131,11 @@ class Recorder:
         self.observations: list[float] = []  # representations' observation stamps
         self.descriptors: list[tuple] = []  # (arrival t, model_version)
         self.fresh_obs_ns: list[int] = []  # observation stamps of accepted-version representations
+        # (observation stamp ns, TTL ms) each descriptor announced: the TTL an auto reader
+        # applies follows the camera's measured period, and a chunk is judged by the one
+        # in force, not by the configured rate's (issue 26: the same rule in the drills)
+        self.announced_ttl: list[tuple[int, float]] = []
+        self.configured_max_age_ns = self.max_age_ns
         self.stops: list[tuple] = []  # (t, stopped)
         self.unsafe = 0
         node = node or stack.monitor
@@ -174,6 +183,17 @@ class Recorder:
         self.observations.append(self._monotonic(msg.header.stamp))
         if msg.model_version in self.accepted_versions:
             bisect.insort(self.fresh_obs_ns, convert.stamp_to_ns(msg.header.stamp))
+        if valid_announced_ttl(msg.ttl_ms):
+            bisect.insort(self.announced_ttl, (convert.stamp_to_ns(msg.header.stamp), msg.ttl_ms))
+
+    def max_age_at(self, tick_ns: int) -> int:
+        """The stale bound (ns) for a chunk ticked at ``tick_ns``: the TTL the newest
+        descriptor stamped by then announced, plus one period; the configured bound before
+        any announced one."""
+        i = bisect.bisect_right(self.announced_ttl, (tick_ns, math.inf))
+        if i == 0:
+            return self.configured_max_age_ns
+        return int(self.announced_ttl[i - 1][1] * 1e6) + self.period_ns
 
     def watch_cache(self, segment: str, every_s: float = 0.2) -> None:
         """Also learn accepted-version observations from the shared-memory ring itself,
@@ -211,7 +231,7 @@ class Recorder:
         lead = 1 if arrived is None else self.lead_periods(arrived)
         tick_ns = stamp_ns - lead * self.period_ns
         i = bisect.bisect_right(self.fresh_obs_ns, tick_ns)
-        return i == 0 or tick_ns - self.fresh_obs_ns[i - 1] > self.max_age_ns
+        return i == 0 or tick_ns - self.fresh_obs_ns[i - 1] > self.max_age_at(tick_ns)
 
     def stale_detail(self, stamp_ns: int, arrived: float, t_fault: float) -> str:
         """Why a chunk was judged stale, for the drill's notes: when it arrived, the lead
@@ -224,7 +244,7 @@ class Recorder:
         nxt = '' if after is None else f', next {after / 1e6:.1f} ms after the tick'
         return (
             f'chunk at {(arrived - t_fault) * 1e3:+.0f} ms (lead {lead}): newest observation '
-            f'{age} old at its tick{nxt}'
+            f'{age} old at its tick{nxt} (bound {self.max_age_at(tick_ns) / 1e6:.1f} ms)'
         )
 
     def _on_forwarded(self, msg, info: MessageInfo) -> None:

@@ -1,0 +1,94 @@
+"""How the fault drills judge a run.
+
+The stale rule: a full chunk rests on a representation older than the TTL in force plus
+one control period. The TTL in force is the one the world expert announced (auto: its
+camera's measured period plus the world budget), as the action expert reads it, not the
+configured camera rate's. And an instance takeover within its target leaves the gate
+nothing to brake for."""
+
+import os
+import random
+
+import pytest
+import rclpy
+
+from wam_core.common.config import HarnessParams
+from wam_core.control.limits import ClampGate
+from wam_interfaces.msg import RepresentationDescriptor
+from wam_system_tests.fault_recorder import FaultResult, Recorder
+from wam_util import convert
+
+MS = 1_000_000
+PERIOD_S = 0.02
+
+
+@pytest.fixture
+def recorder():
+    os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
+    rclpy.init()
+    node = rclpy.create_node('stale_rule_probe')
+    h = HarnessParams()
+    limits = ClampGate(h.robot.joint_names, h.joint_limits, h.control.period_s)
+    # configured: a 10 Hz camera, TTL 140 ms, bound 160 ms
+    yield Recorder(None, 'v1', 0.160, limits, PERIOD_S, node=node, namespace='/robot1')
+    node.destroy_node()
+    rclpy.try_shutdown()
+
+
+def _descriptor(stamp_ns: int, ttl_ms: float, version: str = 'v1') -> RepresentationDescriptor:
+    d = RepresentationDescriptor(model_version=version, ttl_ms=ttl_ms)
+    d.header.stamp = convert.ns_to_stamp(stamp_ns)
+    return d
+
+
+def _chunk_stamp(tick_ns: int) -> int:
+    return tick_ns + int(PERIOD_S * 1e9)  # stamped one period ahead (lead 1)
+
+
+def test_before_any_announcement_the_configured_bound_applies(recorder):
+    t0 = 10_000 * MS
+    recorder.fresh_obs_ns.append(t0)  # learned from the ring: no TTL announced
+    assert not recorder.stale(_chunk_stamp(t0 + 159 * MS))
+    assert recorder.stale(_chunk_stamp(t0 + 161 * MS))
+    assert recorder.stale(_chunk_stamp(t0 - 1))  # nothing observed before its tick
+
+
+def test_a_slower_camera_announces_a_longer_ttl_and_is_judged_by_it(recorder):
+    t0 = 10_000 * MS
+    recorder._on_descriptor(_descriptor(t0, 165.0))  # the camera measured at 125 ms
+    assert recorder.max_age_at(t0 + 10 * MS) == 185 * MS
+    assert not recorder.stale(_chunk_stamp(t0 + 170 * MS))  # within 165 + 20
+    assert recorder.stale(_chunk_stamp(t0 + 186 * MS))
+    # a faster camera later: its shorter TTL applies from its observation on
+    recorder._on_descriptor(_descriptor(t0 + 300 * MS, 120.0))
+    assert recorder.max_age_at(t0 + 310 * MS) == 140 * MS
+    assert recorder.stale(_chunk_stamp(t0 + 300 * MS + 141 * MS))
+    assert not recorder.stale(_chunk_stamp(t0 + 300 * MS + 139 * MS))
+
+
+def test_an_invalid_announcement_is_not_taken(recorder):
+    t0 = 10_000 * MS
+    recorder._on_descriptor(_descriptor(t0, float('nan')))
+    recorder._on_descriptor(_descriptor(t0 + MS, 1e9))
+    assert recorder.max_age_at(t0 + 10 * MS) == 160 * MS
+
+
+def test_a_representation_of_another_version_is_not_fresh(recorder):
+    t0 = 10_000 * MS
+    recorder._on_descriptor(_descriptor(t0, 165.0, version='other'))
+    assert recorder.stale(_chunk_stamp(t0 + 10 * MS))
+
+
+def _instance_kill(**kw) -> FaultResult:
+    base = dict(fault='instance_kill', hold_ms=5.0, unsafe=0, stale=0, recovery_s=0.05)
+    return FaultResult(**{**base, **kw})
+
+
+def test_a_fast_takeover_needs_no_brake_a_slow_one_does():
+    assert _instance_kill(takeover_ms=120.0).judge().ok  # the robot never had to brake
+    assert not _instance_kill(takeover_ms=260.0, brake_ms=150.0).judge().ok  # too slow
+    assert not _instance_kill().judge().ok  # no takeover measured, no brake: not shown
+
+
+def test_a_disturbed_neighbour_fails_the_run():
+    assert not _instance_kill(takeover_ms=120.0, disturbed=True).judge().ok
