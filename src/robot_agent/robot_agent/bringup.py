@@ -48,11 +48,12 @@ def close_nodes(executor, releasable, extra=(), observers: BackgroundSpinner | N
     thawed: a process that builds stack after stack (the tests) would otherwise keep
     every finished stack's cycles for good."""
     extra = [*extra, *(observers.close() if observers is not None else ())]
+    nodes = list(executor.get_nodes())  # before shutdown: the EventsExecutor's empties it
     executor.shutdown()
     for n in releasable:
         if n is not None:
             n.release()
-    for n in [*executor.get_nodes(), *extra]:
+    for n in dict.fromkeys([*nodes, *extra]):  # once each (a robot is in both)
         if n is None:
             continue
         try:
