@@ -269,13 +269,7 @@ class Stack(BringUp):
         # "no_joint_state" (5-6 a run, 2026-12-04)
         bring_up(self.world)
         bring_up(self.action, ('configure',))
-        self.spin_for(
-            self.WORLD_SERVING_TIMEOUT_S, until=lambda: self.world.fleet_encoder.world_calls > 0
-        )
-        if self.world.fleet_encoder.world_calls == 0:
-            raise RuntimeError(
-                f'the world expert encoded no frame within {self.WORLD_SERVING_TIMEOUT_S:.0f} s'
-            )
+        self.wait_world_serving()
         bring_up(self.action, ('activate',))
 
     # the gate ('harness') and the planner ('task') in separate processes: nothing the
@@ -304,10 +298,13 @@ class Stack(BringUp):
         self.transition('action_expert', Transition.TRANSITION_ACTIVATE)
 
     def wait_world_serving(self, timeout: float | None = None) -> None:
-        """Until the world expert's status says it has encoded frames."""
+        """Until the world expert has encoded frames: its status says so, or in single
+        mode the node itself (no status round to wait for)."""
         timeout = self.WORLD_SERVING_TIMEOUT_S if timeout is None else timeout
 
         def serving() -> bool:
+            if self.world is not None:
+                return self.world.fleet_encoder.world_calls > 0
             return self.monitor.world is not None and self.monitor.world.world_calls > 0
 
         self.spin_for(timeout, until=serving)

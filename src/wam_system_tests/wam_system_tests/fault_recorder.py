@@ -135,7 +135,6 @@ class Recorder:
         # applies follows the camera's measured period, and a chunk is judged by the one
         # in force, not by the configured rate's (issue 26: the same rule in the drills)
         self.announced_ttl: list[tuple[int, float]] = []
-        self.configured_max_age_ns = self.max_age_ns
         self.stops: list[tuple] = []  # (t, stopped)
         self.unsafe = 0
         node = node or stack.monitor
@@ -192,7 +191,7 @@ class Recorder:
         any announced one."""
         i = bisect.bisect_right(self.announced_ttl, (tick_ns, math.inf))
         if i == 0:
-            return self.configured_max_age_ns
+            return self.max_age_ns
         return int(self.announced_ttl[i - 1][1] * 1e6) + self.period_ns
 
     def watch_cache(self, segment: str, every_s: float = 0.2) -> None:

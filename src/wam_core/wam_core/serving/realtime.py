@@ -8,11 +8,11 @@ with the simulator, the gates and every node's callbacks, and on this 2-core mac
 encode took 2-3 times as long as on an idle core.
 
 The encoder is not short: with a fleet's frames waiting it computes back to back. At
-SCHED_FIFO (40, below the tick) it held a core outright, and in the 4-robot
-instance_kill drill its own process's executor thread, which takes the camera frames,
-starved: frames were lost, 63 stale chunks in 10 runs against 0 in 3 without it
-(2026-12-04). So it gets a larger share of the CPU instead (``request_nice``: a lower
-nice value, CFS weight), which never starves the threads beside it.
+SCHED_FIFO (40, below the tick) it held a core outright; in the 4-robot instance_kill
+drill the processes beside it starved, the synthetic robots' cameras slowed, and 63
+chunks in 10 runs were judged stale against 0 in 3 without it (2026-12-04). So it gets a
+larger share of the CPU instead (``request_nice``: a lower nice value, CFS weight), which
+never starves the threads beside it.
 """
 
 from __future__ import annotations
