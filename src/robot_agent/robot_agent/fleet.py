@@ -534,8 +534,16 @@ def main(argv=None) -> int:
         help="K >= 1: the robots' action experts in K processes (one clock and one model "
         "each, each the standby of the next one's robots); 0: a process per robot",
     )
+    ap.add_argument(
+        '--camera-hz',
+        type=float,
+        default=30.0,
+        help="the robots' camera rate, Hz (the world expert is told it too)",
+    )
     ap.add_argument('--json', help='write the per-robot figures here')
     args = ap.parse_args(argv)
+    if not 0 < args.camera_hz <= 1000:
+        ap.error(f'--camera-hz must be in (0, 1000], got {args.camera_hz:g}')
     if args.robots < 1:
         ap.error('--robots must be at least 1')
     if not 0 <= args.instances <= args.robots:
@@ -566,6 +574,8 @@ def main(argv=None) -> int:
         prefork=not args.no_prefork,
         overlays=overlays,
         instances=args.instances,
+        camera_hz=args.camera_hz,
+        extra_args=['-p', f'world_expert:expected_camera_hz:={args.camera_hz}'],
     )
     ok = True
     try:
