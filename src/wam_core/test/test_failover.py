@@ -123,3 +123,42 @@ def test_a_late_heartbeat_overlaps_the_two_for_a_beat_instead_of_dropping_the_ro
     assert i0.serving(0.16) == {'r1', 'r2'}  # kept: no gap for the robot
     beat(i0, i1, 0.17)  # i0's next heartbeat: alive and claiming
     assert i1.serving(0.17) == {'r3', 'r4'}
+
+
+def own(roster: InstanceRoster, now: float) -> None:
+    """The roster's own heartbeat, come back to it."""
+    roster.on_heartbeat(roster.name, roster.robots, roster.serving(now), roster.claimed(now), now)
+
+
+def test_a_stalled_receiver_does_not_take_a_live_peer_for_dead():
+    i0, i1 = pair()
+    for t in (0.0, 0.02, 0.04):
+        beat(i0, i1, t)
+        own(i1, t)
+    # i1's executor stalls 160 ms (a loaded host): neither heartbeat is handled meanwhile
+    assert i1.serving(0.2) == {'r3', 'r4'} and i1.takeovers == 0
+    beat(i0, i1, 0.21)  # the backlog, then the beats go on
+    own(i1, 0.21)
+    assert i1.serving(0.22) == {'r3', 'r4'} and i1.takeovers == 0
+
+
+def test_a_peer_silent_while_its_own_heartbeats_return_is_taken_over():
+    i0, i1 = pair()
+    for t in (0.0, 0.02, 0.04):
+        beat(i0, i1, t)
+        own(i1, t)
+    for t in (0.06, 0.08, 0.10, 0.12):  # i0 killed after 0.04; i1's own keep coming
+        own(i1, t)
+    assert i1.serving(0.125) == {'r3', 'r4'}  # silent for 80 ms of its own beats
+    own(i1, 0.15)
+    assert i1.serving(0.15) == {'r1', 'r2', 'r3', 'r4'}
+    assert 'i0 silent for 110 ms' in i1.taken['r1'].reason
+
+
+def test_without_its_own_heartbeats_the_clock_measures_silence():
+    i0, i1 = pair()
+    beat(i0, i1, 0.0)
+    own(i1, 0.0)
+    # its own stopped coming back for longer than own_heartbeat_lost_s: it cannot tell a
+    # stall from a death any more, and goes by the clock
+    assert i1.serving(1.5) == {'r1', 'r2', 'r3', 'r4'}

@@ -92,3 +92,16 @@ def test_a_fast_takeover_needs_no_brake_a_slow_one_does():
 
 def test_a_disturbed_neighbour_fails_the_run():
     assert not _instance_kill(takeover_ms=120.0, disturbed=True).judge().ok
+
+
+def test_a_takeover_chunk_is_one_computed_after_the_kill(recorder):
+    """A killed node's last chunks are stamped up to its lead past the kill: they are not
+    the survivor's first chunk."""
+    t_fault = 100.0
+    recorder.leads.append((t_fault - 1.0, 3))  # the killed node stamped 3 periods ahead
+    mark = len(recorder.raw)
+    # (stamp - one period): the dead node's last chunk, ticked 10 ms before the kill and
+    # stamped 3 periods ahead; then the survivor's first
+    recorder.raw += [t_fault - 0.010 + 2 * PERIOD_S, t_fault + 0.090]
+    assert recorder.first_computed_after(mark, t_fault) == pytest.approx(t_fault + 0.090)
+    assert recorder.first_computed_after(len(recorder.raw), t_fault) is None

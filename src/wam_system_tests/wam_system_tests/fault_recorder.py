@@ -147,10 +147,7 @@ class Recorder:
         node.create_subscription(
             JointTrajectory,
             f'{ns}/action_expert/raw_chunk',
-            lambda m: (
-                len(m.points) > 1
-                and self.raw.append(self._monotonic(m.header.stamp) - self.period_ns * 1e-9)
-            ),
+            self._on_raw,
             100,
         )
         # the lead the action expert stamps chunks with, as it changes (its status)
@@ -173,6 +170,24 @@ class Recorder:
             lambda m: self.stops.append((time.monotonic(), m.data)),
             qos.LATCHED,
         )
+
+    def _on_raw(self, m: JointTrajectory) -> None:
+        if len(m.points) > 1:  # (a braking hold is stamped 0, "from now")
+            self.raw.append(self._monotonic(m.header.stamp) - self.period_ns * 1e-9)
+
+    def lead_at(self, t: float) -> int:
+        """The stamp lead (periods) the robot's action expert last reported before ``t``
+        (monotonic s); 1 when none was heard."""
+        return next((lead for at, lead in reversed(self.leads) if at <= t), 1)
+
+    def first_computed_after(self, since: int, t_fault: float) -> float | None:
+        """The first full chunk among ``raw[since:]`` computed after ``t_fault``
+        (monotonic s), by its stamp; None if none yet. A node stamps ``lead`` periods past
+        its tick, so a node killed at ``t_fault`` may have sent chunks stamped up to that
+        lead later (they counted as the survivor's before 2026-12-04): only a stamp past
+        it proves a survivor's chunk."""
+        after = t_fault + (self.lead_at(t_fault) - 1) * self.period_ns * 1e-9
+        return next((t for t in self.raw[since:] if t > after), None)
 
     def _monotonic(self, stamp) -> float:
         return self.wall_clock.to_monotonic(convert.stamp_to_ns(stamp) * 1e-9)

@@ -12,10 +12,11 @@ Store between the world host (127.0.0.2) and the robot host (127.0.0.3).
   cameras at 10 Hz so that the world expert keeps closer to 4 robots on two cores): the
   instance driving robot3 and robot4 killed (kill -9); cleared when their standby, the
   other instance, ticks them (``takeover_ms``: the kill -> its first chunk for the
-  later of the two); restarted 1 s later, it takes them back (the handback is inside
-  the drill: chunks around it are checked like the rest). robot1 and robot2, on the
-  surviving instance, keep its clock's rate within 5 % (its ticks per second from its
-  heartbeats; their full chunks also depend on the world expert's pace).
+  later of the two, computed after the kill); restarted 1 s later, it takes them back
+  (the handback is inside the drill: chunks around it are checked like the rest).
+  robot1 and robot2, on the surviving instance, keep its clock's rate within 5 % (its
+  ticks per second from its heartbeats; their full chunks also depend on the world
+  expert's pace).
 
 Each robot has its own recorder on /<robot>/arm_controller/joint_trajectory with the
 lone-robot drill's measures (``fault_recorder.Recorder``: hold, brake, unsafe, stale, conformance,
@@ -255,13 +256,13 @@ def fault_instance_kill(fleet, recs: dict[str, Recorder]) -> FaultResult:
     t_fault = time.monotonic()
     dead = fleet.kill_child(f'instance/{plan.name}', signal.SIGKILL)
 
-    def taken_over():
-        return all(any(t > t_fault for t in recs[r].raw[marks[r] :]) for r in victims)
+    def first_chunk(r):  # the standby's (the raw chunks' tick times, from their stamps:
+        # the instance's clock, not this process's receipt); not one the killed node
+        # stamped ahead before it died
+        return recs[r].first_computed_after(marks[r], t_fault)
 
-    _spin_until(fleet, taken_over, 5.0)
-    # each robot's first chunk ticked after the kill: the standby's (the raw chunks' tick
-    # times, from their stamps: the instance's clock, not this process's receipt)
-    t_clear = {r: next((t for t in recs[r].raw[marks[r] :] if t > t_fault), None) for r in victims}
+    _spin_until(fleet, lambda: all(first_chunk(r) is not None for r in victims), 5.0)
+    t_clear = {r: first_chunk(r) for r in victims}
     fleet.spin_for(max(0.0, t_fault + 1.0 - time.monotonic()))
     dead.wait(timeout=10)
     fleet.start_instance(plan.name)
@@ -285,8 +286,10 @@ def fault_instance_kill(fleet, recs: dict[str, Recorder]) -> FaultResult:
     res.judge()
     res.ok = res.ok and handed
     res.notes += f'; takeover {", ".join(f"{t:.0f}" if t else "-" for t in takeovers)} ms'
-    # where a takeover's time goes: the survivor deciding (its heartbeat serves the
-    # robot), then the robot's first chunk (a fresh enough representation, a decode)
+    # where a takeover's time goes: the survivor deciding and ticking the robot (its
+    # heartbeat serves it: that tick published a chunk, or a braking hold when the newest
+    # representation was past its TTL), then the first chunk (a fresh enough one)
+    # (as this process heard them: a heartbeat it missed makes it late)
     decided = [watch.first_served(survivor, r, t_fault) for r in victims]
     res.notes += (
         ' (serving from '

@@ -19,8 +19,16 @@ deterministically:
   a heartbeat instead of both letting go.
 - A standby takes a robot over when the robot's primary instance, heard before, has been
   silent for ``takeover_after_s`` (kill -9, a tick that hangs), or was never heard in
-  ``startup_grace_s``. It lets go once the primary, alive again, claims the robot; the
-  primary drives it from the standby's first heartbeat without it. So the robot is never
+  ``startup_grace_s``. Silent is measured against the instance's own heartbeats, which
+  come back to it the same way (``on_heartbeat`` with its own name): silent for as long
+  as its own kept arriving while the peer's did not. A stalled receiving side (its
+  executor waiting for a core or the GIL on a loaded host) delays both, so it is not
+  taken for a dead peer: measured against the clock, a 60 ms bound took over twice a
+  second in a 4-robot fleet whose peers were alive (2026-12-04). Until its own have
+  been heard, or once they have not been for ``own_heartbeat_lost_s`` (its loopback
+  lost: it cannot tell), the clock is the reference. It lets go once the primary, alive
+  again, claims the robot; the primary drives it from the standby's first heartbeat
+  without it. So the robot is never
   driven by two instances at once, and the gap between them is a heartbeat or two (the
   robot runs its last chunk meanwhile, as for any late chunk); a primary that is still
   starting (its executor not yet spinning: it cannot hear anyone) claims nothing and
@@ -55,7 +63,7 @@ class InstanceRoster:
     robots: tuple[str, ...]
     standby_robots: tuple[str, ...] = ()
     peers: tuple[str, ...] = ()  # instances this one expects to hear from
-    takeover_after_s: float = 0.1
+    takeover_after_s: float = 0.06
     startup_grace_s: float = 5.0
     started: float = 0.0
     heard: dict[str, Heartbeat] = field(default_factory=dict)
@@ -65,6 +73,8 @@ class InstanceRoster:
     served: set[str] = field(default_factory=set)  # own robots served since the start
     # own robots whose inputs have arrived (the instance sets it every tick); None: all
     ready: set[str] | None = None
+    own_heard: float | None = None  # when its own latest heartbeat came back, s
+    own_heartbeat_lost_s: float = 1.0
 
     def __post_init__(self) -> None:
         overlap = set(self.robots) & set(self.standby_robots)
@@ -74,14 +84,27 @@ class InstanceRoster:
             )
 
     def on_heartbeat(self, instance: str, robots, serving, claimed, now: float) -> None:
-        if instance == self.name:
-            return  # our own, looped back
+        if instance == self.name:  # our own, looped back: the reference for silence
+            self.own_heard = now
+            return
         self.heard[instance] = Heartbeat(
             frozenset(robots), frozenset(serving), frozenset(claimed), now
         )
 
+    def _reference(self, now: float) -> float:
+        """The time a peer's silence is measured to: its own latest heartbeat's return,
+        or ``now`` when there is none (recent)."""
+        own = self.own_heard
+        if own is None or now - own > self.own_heartbeat_lost_s:
+            return now
+        return own
+
+    def silence(self, hb: Heartbeat, now: float) -> float:
+        """How long the peer has been silent, s (see the module's docstring)."""
+        return max(0.0, self._reference(now) - hb.at)
+
     def _alive(self, hb: Heartbeat, now: float) -> bool:
-        return now - hb.at <= self.takeover_after_s
+        return self.silence(hb, now) <= self.takeover_after_s
 
     def primary_of(self, robot: str) -> str | None:
         """The peer heard to be the robot's primary instance, if any."""
@@ -131,7 +154,7 @@ class InstanceRoster:
         primary = self.primary_of(robot)
         if primary is None:
             return f'no primary instance heard in {self.startup_grace_s:g} s'
-        silent = (now - self.heard[primary].at) * 1e3
+        silent = self.silence(self.heard[primary], now) * 1e3
         return f'primary instance {primary} silent for {silent:.0f} ms'
 
 
