@@ -502,7 +502,7 @@ class ActionInstanceParams:
         'restarted instance must not drive a robot its standby still drives)',
     )
     takeover_after_s: float = param(
-        0.06,
+        0.1,
         "a robot's primary instance silent this long (no heartbeat) hands it to its standby, "
         "s; below the gate's safety.chunk_hold_s, so the robot only brakes if it is late",
         min=0.02,
