@@ -140,6 +140,9 @@ class Fleet(BringUp):
         ros_args = ['--ros-args']
         for path in self.param_files:
             ros_args += ['--params-file', path]
+        # the world expert expects the rate the robots' cameras run at (TTL auto, frozen
+        # camera check); a caller's own -p comes after and wins
+        ros_args += ['-p', f'world_expert:expected_camera_hz:={float(camera_hz)}']
         ros_args += list(extra_args or [])
         self.world = None
         self.actions: dict[str, object] = {}
@@ -575,7 +578,6 @@ def main(argv=None) -> int:
         overlays=overlays,
         instances=args.instances,
         camera_hz=args.camera_hz,
-        extra_args=['-p', f'world_expert:expected_camera_hz:={args.camera_hz}'],
     )
     ok = True
     try:

@@ -175,18 +175,13 @@ class Recorder:
         if len(m.points) > 1:  # (a braking hold is stamped 0, "from now")
             self.raw.append(self._monotonic(m.header.stamp) - self.period_ns * 1e-9)
 
-    def lead_at(self, t: float) -> int:
-        """The stamp lead (periods) the robot's action expert last reported before ``t``
-        (monotonic s); 1 when none was heard."""
-        return next((lead for at, lead in reversed(self.leads) if at <= t), 1)
-
     def first_computed_after(self, since: int, t_fault: float) -> float | None:
         """The first full chunk among ``raw[since:]`` computed after ``t_fault``
         (monotonic s), by its stamp; None if none yet. A node stamps ``lead`` periods past
         its tick, so a node killed at ``t_fault`` may have sent chunks stamped up to that
         lead later (they counted as the survivor's before 2026-12-04): only a stamp past
         it proves a survivor's chunk."""
-        after = t_fault + (self.lead_at(t_fault) - 1) * self.period_ns * 1e-9
+        after = t_fault + (self.lead_periods(t_fault) - 1) * self.period_ns * 1e-9
         return next((t for t in self.raw[since:] if t > after), None)
 
     def _monotonic(self, stamp) -> float:

@@ -288,8 +288,8 @@ def fault_instance_kill(fleet, recs: dict[str, Recorder]) -> FaultResult:
     res.notes += f'; takeover {", ".join(f"{t:.0f}" if t else "-" for t in takeovers)} ms'
     # where a takeover's time goes: the survivor deciding and ticking the robot (its
     # heartbeat serves it: that tick published a chunk, or a braking hold when the newest
-    # representation was past its TTL), then the first chunk (a fresh enough one)
-    # (as this process heard them: a heartbeat it missed makes it late)
+    # representation was past its TTL), then the first chunk (a fresh enough one). From
+    # the heartbeats this process heard: one it missed makes the figure late.
     decided = [watch.first_served(survivor, r, t_fault) for r in victims]
     res.notes += (
         ' (serving from '
@@ -344,7 +344,6 @@ def _run_fleet(
     fleet = Fleet(
         robots, 'multi', config, robot='synthetic', cache=cache, instances=instances,
         camera_hz=camera_hz,
-        extra_args=['-p', f'world_expert:expected_camera_hz:={float(camera_hz)}'],
     )  # fmt: skip
     fleet.instance_watch = InstanceWatch(next(iter(fleet.monitors.values())))
     results: list[FaultResult] = []
