@@ -94,6 +94,11 @@ def test_a_disturbed_neighbour_fails_the_run():
     assert not _instance_kill(takeover_ms=120.0, disturbed=True).judge().ok
 
 
+def test_a_safety_stop_during_takeover_or_handback_fails_the_run():
+    # fast takeover, no stale or unsafe point, but a gate stopped its robot: not handled
+    assert not _instance_kill(takeover_ms=120.0, safety_stops=1).judge().ok
+
+
 def test_a_takeover_chunk_is_one_computed_after_the_kill(recorder):
     """A killed node's last chunks are stamped up to its lead past the kill: they are not
     the survivor's first chunk."""

@@ -72,6 +72,9 @@ class FaultResult:
     takeover_ms: float | None = None
     # a fleet drill: a robot the fault must not touch lost chunk rate or was stopped
     disturbed: bool = False
+    # instance_kill: safety stops of any robot from the kill to the end of the handback
+    # (a takeover or handback within the gate's chunk timeout must not stop a robot)
+    safety_stops: int = 0
 
     def judge(self, needs_reset: bool = False) -> FaultResult:
         # a takeover faster than the gate's gap hold leaves nothing to brake for
@@ -89,6 +92,7 @@ class FaultResult:
             and (needs_reset or self.recovery_s <= RECOVERY_TARGET_S)
             and (self.takeover_ms is None or self.takeover_ms <= TAKEOVER_TARGET_MS)
             and not self.disturbed
+            and self.safety_stops == 0
         )
         return self
 
@@ -483,4 +487,5 @@ def summarise(results: list[FaultResult]) -> dict[str, dict]:
             out[name]['takeover_ms'] = _percentile(takeovers, 99)
             out[name]['takeover_ms_p50'] = _percentile(takeovers, 50)
             out[name]['takeover_target_ms'] = TAKEOVER_TARGET_MS
+            out[name]['safety_stops'] = sum(r.safety_stops for r in runs)
     return out

@@ -280,6 +280,11 @@ def fault_instance_kill(fleet, recs: dict[str, Recorder]) -> FaultResult:
     )  # fmt: skip
     takeovers = [None if t is None else (t - t_fault) * 1e3 for t in t_clear.values()]
     res.takeover_ms = None if None in takeovers else max(takeovers)
+    # the handback is inside the drill: a gate that stopped its robot at any point, the
+    # takeover or the handback, fails the run (issue 26: no safety stop while the
+    # takeover is faster than safety.chunk_timeout_s)
+    stops = {r: [t for t, on in recs[r].stops if on and t >= t_fault] for r in recs}
+    res.safety_stops = sum(len(v) for v in stops.values())
     # judged again now that the takeover is known: one within its target leaves the gate
     # nothing to brake for (the first judgement, without it, wanted a brake: the fast
     # takeovers of 2026-12-04 were counted as missed); the survivors' check stands
@@ -298,6 +303,9 @@ def fault_instance_kill(fleet, recs: dict[str, Recorder]) -> FaultResult:
     )
     if not handed:
         res.notes += f'; the restarted {plan.name} did not take {victims} back in 60 s'
+    for r, at in stops.items():
+        if at:
+            res.notes += f'; {r} safety-stopped {(at[0] - t_fault) * 1e3:.0f} ms after the kill'
     return res
 
 
