@@ -68,6 +68,8 @@ class ActionInstance(Node):
         self.ticks = 0
         self.batch_size = 0
         self.clock: DeadlineTimer | None = None
+        self._linked: set[str] = set()  # own robots whose chunks reach their gate
+        self._matched_since: dict[str, float] = {}
         self._beat = self.create_publisher(ActionInstanceStatus, HEARTBEATS, qos.EVENTS)
         self.create_subscription(ActionInstanceStatus, HEARTBEATS, self._on_heartbeat, qos.EVENTS)
         self.diagnostics = NodeDiagnostics(self)
@@ -159,9 +161,11 @@ class ActionInstance(Node):
             for r in self.cfg.robots
             if self.experts[r].ready and self.experts[r].ticker.has_inputs
         }
+        linked = self._links(time.monotonic())
         with self._lock:
             now = time.monotonic()
             self.roster.ready = ready
+            self.roster.linked = linked
             wanted = self.roster.serving(now)
             claimed = self.roster.claimed(now)
             taken = dict(self.roster.taken)
@@ -180,6 +184,21 @@ class ActionInstance(Node):
                 node.thread_errors.record(exc, f'{node.get_namespace()} tick')
         self.ticks += 1
         self._heartbeat(claimed)
+
+    def _links(self, now: float) -> set[str]:
+        """Own robots whose chunk publisher has matched every subscriber this process
+        knows of for ``handback_settle_s`` (see ``InstanceRoster.linked``); once linked, a
+        robot stays linked."""
+        for robot in self.cfg.robots:
+            if robot in self._linked:
+                continue
+            if self.experts[robot].chunks_reach_subscribers():
+                since = self._matched_since.setdefault(robot, now)
+                if now - since >= self.cfg.handback_settle_s:
+                    self._linked.add(robot)
+            else:
+                self._matched_since.pop(robot, None)
+        return self._linked
 
     def _hand_over(self, wanted: set[str], taken: dict) -> None:
         for robot in sorted(wanted - self.serving):

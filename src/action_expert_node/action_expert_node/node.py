@@ -641,6 +641,12 @@ class ActionExpertNode(LifecycleNode):
         self.serves_robot = True
         self.diagnostics.start()
 
+    def chunks_reach_subscribers(self) -> bool:
+        """Whether the chunk publisher has matched every subscription to its topic that
+        this process has discovered, and at least one (the robot's gate)."""
+        known = self.count_subscribers(self._pub.topic_name)
+        return self._pub.get_subscription_count() >= max(1, known)
+
     def stop_serving(self) -> None:
         """The robot goes back to its primary instance: this node stops publishing."""
         self.serves_robot = False

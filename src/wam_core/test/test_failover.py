@@ -83,6 +83,35 @@ def test_a_restarted_primary_claims_a_robot_only_once_that_robots_inputs_arrived
     assert back.serving(1.16) == {'r1', 'r2'}
 
 
+def test_a_restarted_primary_claims_a_driven_robot_back_only_once_its_chunks_reach_the_gate():
+    """The gate discovers a restarted primary's new publisher hundreds of ms after it first
+    publishes: a robot handed back before that goes without chunks at its gate."""
+    i0, i1 = pair()
+    beat(i0, i1, 0.0)
+    assert i1.serving(0.2) == {'r1', 'r2', 'r3', 'r4'}  # i0 died
+    back = InstanceRoster('i0', ('r1', 'r2'), ('r3', 'r4'), ('i1',), 0.1, 5.0, started=1.0)
+    back.linked = set()  # inputs arrived, but its chunks do not reach a gate yet
+    beat(i1, back, 1.1)
+    assert back.claimed(1.1) == set() and back.serving(1.1) == set()
+    beat(back, i1, 1.11)
+    assert i1.serving(1.12) == {'r1', 'r2', 'r3', 'r4'}  # the standby keeps driving both
+    back.linked = {'r1', 'r2'}
+    beat(i1, back, 1.13)
+    assert back.claimed(1.13) == {'r1', 'r2'}
+    beat(back, i1, 1.14)
+    assert i1.serving(1.15) == {'r3', 'r4'}
+    beat(i1, back, 1.16)
+    assert back.serving(1.16) == {'r1', 'r2'}
+
+
+def test_an_unlinked_primary_still_drives_robots_nobody_else_drives():
+    """At a fleet's start nobody drives the robots: the link rule must not hold them."""
+    i0, i1 = pair()
+    i0.linked = set()
+    beat(i1, i0, 0.6)  # i1 heard, serving nothing of i0's
+    assert i0.serving(0.6) == {'r1', 'r2'}
+
+
 def test_the_standby_yields_as_soon_as_the_primary_claims_again():
     i0, i1 = pair()
     beat(i0, i1, 0.0)

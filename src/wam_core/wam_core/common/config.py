@@ -515,6 +515,14 @@ class ActionInstanceParams:
         min=0.0,
         max=600.0,
     )
+    handback_settle_s: float = param(
+        3.0,
+        "a robot its standby drives is claimed back once this instance's chunk publisher "
+        'has matched every subscriber it knows of (the gate) for this long, s: the gate '
+        'discovers a restarted publisher later than the publisher discovers the gate',
+        min=0.0,
+        max=60.0,
+    )
     batch: InstanceBatchConfig = section(InstanceBatchConfig)
     realtime_priority: int = param(
         50, 'SCHED_FIFO priority of the clock thread (0: normal scheduling)', min=0, max=99

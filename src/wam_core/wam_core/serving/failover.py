@@ -29,12 +29,12 @@ deterministically:
   lost: it cannot tell), the clock is the reference. A late sender is not told apart:
   at 60 ms even this rule took over 673 times while 8 robots on 4 instances came up on
   2 cores, whose ticks were themselves late; the default stays 100 ms. It lets go once
-  the primary, alive again, claims the robot; the primary drives it from the standby's
-  first heartbeat without it. So the robot is never driven by two instances at once,
-  and the gap between them is a heartbeat or two (the robot runs its last chunk
-  meanwhile, as for any late chunk); a primary that is still starting (its executor not
-  yet spinning: it cannot hear anyone) claims nothing and the standby keeps the robot
-  meanwhile.
+  the primary, alive again, claims the robot (once its chunks reach the robot's gate:
+  ``linked``); the primary drives it from the standby's first heartbeat without it. So
+  the robot is never driven by two instances at once, and the gap between them is a
+  heartbeat or two (the robot runs its last chunk meanwhile, as for any late chunk); a
+  primary that is still starting (its executor not yet spinning: it cannot hear anyone)
+  claims nothing and the standby keeps the robot meanwhile.
 """
 
 from __future__ import annotations
@@ -75,6 +75,13 @@ class InstanceRoster:
     served: set[str] = field(default_factory=set)  # own robots served since the start
     # own robots whose inputs have arrived (the instance sets it every tick); None: all
     ready: set[str] | None = None
+    # own robots whose chunks reach their subscribers, the gate among them (the instance
+    # sets it every tick); None: all. A robot a live peer drives is claimed back only
+    # once linked: a restarted primary's new publisher is discovered by the robot's gate
+    # hundreds of ms after it first publishes on a loaded host, and a handback before
+    # that left the gate without chunks past its timeout (a safety stop in 2 of 10
+    # instance_kill runs, 2026-12-05)
+    linked: set[str] | None = None
     own_heard: float | None = None  # when its own latest heartbeat came back, s
     own_heartbeat_lost_s: float = 1.0
 
@@ -118,16 +125,25 @@ class InstanceRoster:
         in_grace = now - self.started < self.startup_grace_s
         if in_grace and any(p not in self.heard for p in self.peers):
             return set()
-        return set(self.robots) if self.ready is None else set(self.robots) & self.ready
+        mine = set(self.robots) if self.ready is None else set(self.robots) & self.ready
+        if self.linked is None:
+            return mine
+        return {
+            r
+            for r in mine
+            if r in self.linked or r in self.served or not self._peer_serves(r, now)
+        }
+
+    def _peer_serves(self, robot: str, now: float) -> bool:
+        """Whether a live peer says it drives the robot now."""
+        return any(robot in hb.serving and self._alive(hb, now) for hb in self.heard.values())
 
     def serving(self, now: float) -> set[str]:
         """The robots to tick now."""
         out = set()
         in_grace = now - self.started < self.startup_grace_s
         for robot in self.claimed(now):
-            held = robot not in self.served and any(
-                robot in hb.serving and self._alive(hb, now) for hb in self.heard.values()
-            )
+            held = robot not in self.served and self._peer_serves(robot, now)
             if not held:
                 out.add(robot)
                 self.served.add(robot)
