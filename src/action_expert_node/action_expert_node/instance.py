@@ -51,6 +51,9 @@ from wam_util.params import NodeParams
 from .node import ActionExpertNode
 
 HEARTBEATS = '/action_instances'
+# how often the executor checks whether the robots' chunk publishers reach their gates
+# (graph queries: off the clock's thread; against a settle time of seconds)
+LINK_CHECK_S = 0.1
 
 
 class ActionInstance(Node):
@@ -75,6 +78,7 @@ class ActionInstance(Node):
         self.diagnostics = NodeDiagnostics(self)
         self.diagnostics.add('action instance', self._report)
         self.create_timer(self.diagnostics.TIMER_S, self._diagnostics_due)
+        self.create_timer(LINK_CHECK_S, self._check_links)
 
     # bring-up --------------------------------------------------------------------
     def bring_up(self) -> list[ActionExpertNode]:
@@ -110,6 +114,7 @@ class ActionInstance(Node):
             cfg.takeover_after_s,
             cfg.startup_grace_s,
             started=time.monotonic(),
+            linked=set(),  # none until the executor's link check has seen them matched
         )
         freeze_heap()
         self.clock = DeadlineTimer(
@@ -161,11 +166,9 @@ class ActionInstance(Node):
             for r in self.cfg.robots
             if self.experts[r].ready and self.experts[r].ticker.has_inputs
         }
-        linked = self._links(time.monotonic())
         with self._lock:
             now = time.monotonic()
             self.roster.ready = ready
-            self.roster.linked = linked
             wanted = self.roster.serving(now)
             claimed = self.roster.claimed(now)
             taken = dict(self.roster.taken)
@@ -185,10 +188,13 @@ class ActionInstance(Node):
         self.ticks += 1
         self._heartbeat(claimed)
 
-    def _links(self, now: float) -> set[str]:
-        """Own robots whose chunk publisher has matched every subscriber this process
-        knows of for ``handback_settle_s`` (see ``InstanceRoster.linked``); once linked, a
-        robot stays linked."""
+    def _check_links(self) -> None:
+        """On the executor: own robots whose chunk publisher has matched every subscriber
+        this process knows of for ``handback_settle_s`` go to the roster
+        (``InstanceRoster.linked``); once linked, a robot stays linked."""
+        if self.roster is None or len(self._linked) == len(self.cfg.robots):
+            return
+        now = time.monotonic()
         for robot in self.cfg.robots:
             if robot in self._linked:
                 continue
@@ -198,7 +204,8 @@ class ActionInstance(Node):
                     self._linked.add(robot)
             else:
                 self._matched_since.pop(robot, None)
-        return self._linked
+        with self._lock:
+            self.roster.linked = set(self._linked)
 
     def _hand_over(self, wanted: set[str], taken: dict) -> None:
         for robot in sorted(wanted - self.serving):

@@ -76,7 +76,7 @@ class InstanceRoster:
     # own robots whose inputs have arrived (the instance sets it every tick); None: all
     ready: set[str] | None = None
     # own robots whose chunks reach their subscribers, the gate among them (the instance
-    # sets it every tick); None: all. A robot a live peer drives is claimed back only
+    # sets it from its executor); None: all. A robot a live peer drives is claimed back only
     # once linked: a restarted primary's new publisher is discovered by the robot's gate
     # hundreds of ms after it first publishes on a loaded host, and a handback before
     # that left the gate without chunks past its timeout (a safety stop in 2 of 10
