@@ -5,9 +5,10 @@
         [config:=config/wam.yaml] [release:=NAME] [instances:=0]
 
 One world expert in the root namespace serves robot1..robotN; each robot gets, under
-/robot<k>/, an action expert, a harness (clamping gate, safety stop), a task manager and,
-with robot:=sim, a simulated tabletop (seed k-1) and its agent. config/fleet.yaml is
-layered over the parameter file (a robot's gate depends on its own action expert and the
+/robot<k>/, an action expert, a harness (clamping gate, safety stop; a process per
+robot), a task manager (every robot's in one ``task_managers`` process) and, with
+robot:=sim, a simulated tabletop (seed k-1) and its agent. config/fleet.yaml is layered
+over the parameter file (a robot's gate depends on its own action expert and the
 shared /world_expert). With cache:=mooncake the Mooncake Store's master is started on
 world_host first (with its HTTP metadata server) and the experts exchange
 representations through it: the world expert's transfer endpoint on world_host, the
@@ -29,7 +30,7 @@ from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PythonExpression
 
 import launch
-from robot_agent.fleet import write_instance_params
+from robot_agent.fleet import write_instance_params, write_task_managers_params
 from wam_core.common.check_config import require_consistent
 from wam_core.serving.failover import ring_layout
 from wam_util.launching import managed_node
@@ -58,7 +59,7 @@ def _fleet(context):
     names = [f'robot{k + 1}' for k in range(n)]
     instances = int(LaunchConfiguration('instances').perform(context))
     layout = ring_layout(names, instances) if instances else []
-    params_dir = tempfile.mkdtemp(prefix='wam_launch_') if layout else ''
+    params_dir = tempfile.mkdtemp(prefix='wam_launch_')
     # launch drives the lifecycle transitions, so the nodes must not self-activate
     cache_params = {'repr_cache.backend': cache, 'autostart': False}
     if cache == 'mooncake':
@@ -92,6 +93,16 @@ def _fleet(context):
                 parameters=[*layers, cache_params, write_instance_params(plan, params_dir)],
             )
         )
+    # the robots' task managers (the planners) in one process, each its own
+    # /<robot>/task_manager node; not name=/namespace= (process-wide remaps)
+    actions.append(
+        launch_ros.actions.Node(
+            package='harness_node',
+            executable='task_managers',
+            output='screen',
+            parameters=[*layers, write_task_managers_params(names, params_dir)],
+        )
+    )
     for k, name in enumerate(names):
         ns = name
         if not layout:
@@ -102,17 +113,16 @@ def _fleet(context):
                 [*layers, cache_params],
                 ns,
             )
-        for executable in ('harness', 'task_manager'):  # the gate apart from the planner
-            actions.append(
-                launch_ros.actions.Node(
-                    package='harness_node',
-                    executable=executable,
-                    name=executable,
-                    namespace=ns,
-                    output='screen',
-                    parameters=layers,
-                )
+        actions.append(  # the gate, a process per robot
+            launch_ros.actions.Node(
+                package='harness_node',
+                executable='harness',
+                name='harness',
+                namespace=ns,
+                output='screen',
+                parameters=layers,
             )
+        )
         source = {'sim': 'sim_robot', 'synthetic': 'synthetic_robot'}.get(robot)
         if source is not None:
             actions.append(

@@ -21,6 +21,7 @@ setup(
         'console_scripts': [
             'harness = harness_node.node:main',
             'task_manager = harness_node.task_node:main',
+            'task_managers = harness_node.task_managers:main',
         ]
     },
 )

@@ -30,7 +30,7 @@ from std_srvs.srv import Trigger
 from wam_core.common.clock import wall_ns
 from wam_core.common.config import TaskManagerParams
 from wam_core.common.status import OK
-from wam_core.planning.embedding import SubtaskEmbedder
+from wam_core.planning.embedding import SharedEmbedders, SubtaskEmbedder
 from wam_core.planning.llm import CircuitBreaker, FallbackPlanner, LLMPlanner
 from wam_core.planning.paraphrase import SimilarityPlanner
 from wam_core.planning.plan import MAX_INSTRUCTION, ObjectRef, PlanError
@@ -75,7 +75,15 @@ class _Worker:
 
 
 class TaskManager:
-    def __init__(self, node, cfg: TaskManagerParams, diagnostics: NodeDiagnostics):
+    def __init__(
+        self,
+        node,
+        cfg: TaskManagerParams,
+        diagnostics: NodeDiagnostics,
+        embedders: SharedEmbedders | None = None,
+    ):
+        """``embedders``: the process's shared embedders (a host serving several robots);
+        None: this manager loads its own."""
         self.node = node
         p = cfg.planner
         llm = (
@@ -90,7 +98,10 @@ class TaskManager:
             if p.use_llm
             else None
         )
-        self.embedder = SubtaskEmbedder(redis_url=cfg.embedding.redis_url)
+        url = cfg.embedding.redis_url
+        self.embedder = embedders.get(url) if embedders else SubtaskEmbedder(redis_url=url)
+        # this robot's embeddings (the embedder's own counters are the process's)
+        self.embedding_hits = self.embedding_model_calls = 0
         # rules first; words they do not know mapped onto their vocabulary by meaning
         rules = SimilarityPlanner(self.embedder, p.similarity_threshold, RulePlanner())
         self.plan_cache = PlanCache(self.embedder) if p.plan_cache and llm else None
@@ -289,7 +300,9 @@ class TaskManager:
             self.plan_ms.add((time.perf_counter() - t0) * 1e3)
         conditioning = []
         for sub in plan.subtasks:
-            vec = self.embedder.embed(sub.text())
+            vec, source = self.embedder.embed_counted(sub.text())
+            self.embedding_hits += source == 'lru'
+            self.embedding_model_calls += source == 'model'
             conditioning.append((vec, self.embedder.intents(vec)))
         return plan, conditioning
 
@@ -356,7 +369,7 @@ class TaskManager:
             plan_cache_hits=self.plan_cache.hits if self.plan_cache else 0,
             plan_cache_misses=self.plan_cache.misses if self.plan_cache else 0,
             perceived=[o.text() for o in self.perceived or ()],
-            embedding_cache_hits=self.embedder.hits,
-            embedding_model_calls=self.embedder.model_calls,
+            embedding_cache_hits=self.embedding_hits,
+            embedding_model_calls=self.embedding_model_calls,
             rejected_inputs=convert.reason_counts(self.rejected_inputs),
         )

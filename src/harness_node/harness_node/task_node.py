@@ -2,7 +2,8 @@
 
 Its own node (``task_manager`` in config/wam.yaml) and, in the multi-process stack, the
 fleet and the launch files, its own process: the LLM client and MiniLM (torch) live
-here, away from the clamping gate. It keeps the harness's interface, under the robot's
+here, away from the clamping gate (a fleet's robots share one such process:
+``harness_node.task_managers``). It keeps the harness's interface, under the robot's
 namespace: the ``harness/execute_task`` action, ``harness/active_subtask`` (latched),
 ``/instruction``, and its typed status on ``harness/task_status``. A canceled task
 holds the robot through the gate's ``harness/hold`` service.
@@ -22,11 +23,12 @@ from .task_manager import TaskManager
 
 
 class TaskManagerNode(Node):
-    def __init__(self, name: str = 'task_manager', **kwargs):
+    def __init__(self, name: str = 'task_manager', embedders=None, **kwargs):
+        """``embedders``: a host's ``SharedEmbedders`` (several robots in one process)."""
         super().__init__(name, **kwargs)
         self.cfg = NodeParams(self, TaskManagerParams).read()  # ConfigError names it
         self.diagnostics = NodeDiagnostics(self)
-        self.tasks = TaskManager(self, self.cfg, self.diagnostics)
+        self.tasks = TaskManager(self, self.cfg, self.diagnostics, embedders)
         self.create_timer(1.0, self.diagnostics.publish)
         self.metrics = NodeMetrics(self, self.cfg.metrics_port)
         self.metrics.latency('plan', self.tasks.plan_ms, 'instruction -> validated plan, s')

@@ -94,7 +94,7 @@ def test_goal_runs_through_its_subtasks_with_feedback(rig):
     # planning and embedding must never run on the executor's thread (the gate's)
     threads = []
     tasks = r.node.tasks
-    for obj, name in ((tasks.planner, 'plan'), (tasks.embedder, 'embed')):
+    for obj, name in ((tasks.planner, 'plan'), (tasks.embedder, 'embed_counted')):
         real = getattr(obj, name)
 
         def spy(*args, _real=real, **kwargs):
@@ -120,6 +120,7 @@ def test_goal_runs_through_its_subtasks_with_feedback(rig):
     assert last.subtask.text == 'release the red apple' and len(last.embedding) == 384
     assert last.intent_names[max(range(9), key=lambda i: last.intent_weights[i])] == 'release'
     assert r.node.tasks.embedder.model_calls == 6  # once per subtask
+    assert r.node.tasks.embedding_model_calls == 6 and r.node.tasks.embedding_hits == 0
     assert len(threads) == 7 and all(t.startswith(PLANNING_THREAD) for t in threads), threads
 
 

@@ -26,6 +26,7 @@ from transformers import AutoModel, AutoTokenizer, BertModel, BertTokenizerFast 
 
 import action_expert_node.node  # noqa: F401
 import harness_node.node  # noqa: F401
+import harness_node.task_managers  # noqa: F401
 import harness_node.task_node  # noqa: F401
 import world_expert_node.node  # noqa: F401
 from wam_core.models import action_expert, world_expert  # noqa: F401

@@ -29,6 +29,7 @@ NODES = {
     'action_expert_node.instance': 'action_instance',
     'harness_node.node': 'harness',
     'harness_node.task_node': 'task_manager',
+    'harness_node.task_managers': 'task_managers',
     'robot_agent.synthetic_robot': 'synthetic_robot',
 }
 
@@ -66,6 +67,8 @@ def test_two_sigints_end_the_node_with_exit_code_zero(probe, module):
         args += ['-p', 'repr_cache.backend:=shm', '-p', f'repr_cache.shm_name:=exit_{os.getpid()}']
     if name == 'action_instance':  # one robot: its node is /robot1/action_expert
         args += ['-p', 'action_instance:robots:=[robot1]']
+    if name == 'task_managers':  # one robot: its node is /robot1/task_manager
+        args += ['-p', 'task_managers:robots:=[robot1]']
     proc = subprocess.Popen(
         [sys.executable, '-m', module, '--ros-args', *args],
         stdout=subprocess.PIPE,

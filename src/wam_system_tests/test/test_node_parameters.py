@@ -13,6 +13,7 @@ from rclpy.parameter import Parameter
 from action_expert_node.instance import ActionInstance
 from action_expert_node.node import ActionExpertNode
 from harness_node.node import HarnessNode
+from harness_node.task_managers import TaskManagerHost
 from harness_node.task_node import TaskManagerNode
 from robot_agent.agent_node import AgentNode
 from robot_agent.sim_robot import SimRobot
@@ -30,6 +31,9 @@ NODES = {
     ),
     'harness': HarnessNode,
     'task_manager': TaskManagerNode,
+    'task_managers': lambda: TaskManagerHost(
+        parameter_overrides=[Parameter('robots', value=['robot1'])]
+    ),
     'sim_robot': SimRobot,
     'synthetic_robot': SyntheticRobot,
     'robot_agent': AgentNode,

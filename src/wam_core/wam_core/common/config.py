@@ -707,6 +707,17 @@ class TaskManagerParams:
     )
 
 
+@dataclass
+class TaskManagersParams:
+    """task_managers: one process hosting several robots' task managers."""
+
+    robots: list[str] = param(
+        [],
+        'the robots (namespaces) whose task managers this process hosts: a '
+        "/<robot>/task_manager node each, with the task_manager section's parameters",
+    )
+
+
 # ----------------------------------------------------------------------- robot side
 @dataclass
 class SimRobotParams:
@@ -789,6 +800,7 @@ NODE_SCHEMAS: dict[str, type] = {
     'action_instance': ActionInstanceParams,
     'harness': HarnessParams,
     'task_manager': TaskManagerParams,
+    'task_managers': TaskManagersParams,
     'sim_robot': SimRobotParams,
     'synthetic_robot': SyntheticRobotParams,
     'robot_agent': AgentParams,

@@ -98,22 +98,30 @@ class SubtaskEmbedder:
         return vec
 
     def embed(self, text: str) -> np.ndarray:
+        return self.embed_counted(text)[0]
+
+    def embed_counted(self, text: str) -> tuple[np.ndarray, str]:
+        """The embedding and where it came from: 'lru', 'redis' or 'model' (a task
+        manager counts its own robot's when several robots share this embedder)."""
         t0 = time.perf_counter()
-        vec = self._lru.get(text)
-        if vec is not None:
-            self._lru.move_to_end(text)
-            self.hits += 1
-        else:
-            vec = self._redis_get(text)
-            if vec is None:
-                vec = self._compute(text)
-                self._redis_set(text, vec)
-            self.misses += 1
-            self._lru[text] = vec
-            if len(self._lru) > self.cache_size:
-                self._lru.popitem(last=False)
-        self.last_ms = (time.perf_counter() - t0) * 1e3
-        return vec
+        # one lock around the lookup too: the robots of a task-manager host share the LRU
+        with self._lock:
+            vec = self._lru.get(text)
+            if vec is not None:
+                self._lru.move_to_end(text)
+                self.hits += 1
+                source = 'lru'
+            else:
+                vec, source = self._redis_get(text), 'redis'
+                if vec is None:
+                    vec, source = self._compute(text), 'model'
+                    self._redis_set(text, vec)
+                self.misses += 1
+                self._lru[text] = vec
+                if len(self._lru) > self.cache_size:
+                    self._lru.popitem(last=False)
+            self.last_ms = (time.perf_counter() - t0) * 1e3
+        return vec, source
 
     def intents(self, vec: np.ndarray) -> dict[str, float]:
         return {k: float(np.dot(vec, p)) for k, p in self._protos.items()}
@@ -141,3 +149,24 @@ class SubtaskEmbedder:
             )
         except Exception:
             pass
+
+
+class SharedEmbedders:
+    """One ``SubtaskEmbedder`` per Redis URL for the task managers of one process.
+
+    A process hosting several robots' task managers (``harness_node.task_managers``)
+    loads MiniLM, its tokenizer and the skill prototypes once instead of once per robot,
+    and the robots share the LRU: a fleet's robots are often given the same subtasks.
+    """
+
+    def __init__(self, factory=SubtaskEmbedder):
+        self._factory = factory
+        self._by_url: dict[str, SubtaskEmbedder] = {}
+        self._lock = threading.Lock()
+
+    def get(self, redis_url: str = '') -> SubtaskEmbedder:
+        with self._lock:
+            embedder = self._by_url.get(redis_url)
+            if embedder is None:
+                embedder = self._by_url[redis_url] = self._factory(redis_url=redis_url)
+            return embedder
