@@ -3,10 +3,13 @@ robot host (127.0.0.3), with the unchanged nodes, a real mooncake_master and rea
 
 import os
 import random
+import signal
+import time
 
 import pytest
 
 from robot_agent.fleet import Fleet
+from wam_system_tests.fleet_faults import InstanceWatch
 
 pytest.importorskip('mooncake.store', reason='mooncake-transfer-engine-non-cuda not installed')
 
@@ -41,6 +44,33 @@ def test_chunks_flow_from_representations_fetched_across_hosts():
     finally:
         fleet.shutdown()
     assert fleet.master is None or fleet.master.proc is None  # stopped with the fleet
+
+
+def test_a_standby_fetches_from_the_store_only_once_it_takes_its_robot_over():
+    os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
+    fleet = Fleet(2, 'multi', robot='synthetic', cache='mooncake', instances=2)
+    watch = InstanceWatch(fleet.monitors['robot1'])
+    try:
+        fleet.wait_ready(150)
+        fleet.spin_for(3.0)
+        m = fleet.monitors['robot2']
+        t_kill = time.monotonic()
+        fleet.kill_child('instance/i1', signal.SIGKILL)
+        fleet.spin_for(5.0, until=lambda: watch.serves('i0', ['robot1', 'robot2']))
+        assert watch.serves('i0', ['robot1', 'robot2']), watch.latest.get('i0')
+        hits = m.action.cache_hits if m.action is not None else 0
+        fleet.spin_for(3.0)
+        since_kill = time.monotonic() - t_kill
+        # robot2's action_expert is i0's standby node now: driving it from fetched
+        # representations, and only those fetched since it took over (30 Hz frames; had
+        # it fetched each one since the bring-up, it would have several hundred)
+        status = m.action
+        assert status is not None and status.active and status.cache_hits > hits + 20
+        fetch = next(s for s in status.latency if s.stage == 'fetch')
+        assert 0 < fetch.samples <= 30 * since_kill + 10, (fetch.samples, since_kill)
+        assert m.conformance.total == 0, m.last_violations
+    finally:
+        fleet.shutdown()
 
 
 def test_store_paused_and_its_master_killed_never_leak_a_stale_or_unsafe_chunk():
