@@ -15,7 +15,7 @@ demo: setup                       ## the whole task on the simulated robot, one 
 demo-multi: setup                 ## the same with a process per node (experts, gate, task manager) and the shm cache
 	@$(ENV) && python -m robot_agent.stack --mode multi $(MODEL_ARG) $(DEMO_ARGS)
 
-demo-fleet: setup                 ## ROBOTS simulated tabletops (default 2), one world expert, an action expert, gate and task manager each
+demo-fleet: setup                 ## ROBOTS simulated tabletops (default 2), one world expert, an action expert and a gate each, the task managers in one process
 	@$(ENV) && python -m robot_agent.fleet --robots $(or $(ROBOTS),2) $(MODEL_ARG) $(FLEET_ARGS)
 
 test: setup                       ## ruff + colcon build + colcon test + colcon test-result

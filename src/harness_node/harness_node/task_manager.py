@@ -147,8 +147,10 @@ class TaskManager:
             cancel_callback=lambda _: CancelResponse.ACCEPT,
             callback_group=group,
         )
+        # relative: /instruction for a robot in the root namespace, /<robot>/instruction in
+        # a fleet (absolute, one message would have tasked every robot of the fleet)
         node.create_subscription(
-            String, '/instruction', self._on_instruction, qos.EVENTS, callback_group=group
+            String, 'instruction', self._on_instruction, qos.EVENTS, callback_group=group
         )
         # the gate's hold: a service in the harness's process (never a call into it)
         self._hold = node.create_client(Trigger, 'harness/hold', callback_group=group)

@@ -9,6 +9,7 @@ import pytest
 import rclpy
 from rclpy.action import ActionClient
 from rclpy.qos import DurabilityPolicy, QoSProfile
+from std_msgs.msg import String
 
 from harness_node.task_managers import TaskManagerHost
 from wam_core.common.params import ConfigError
@@ -91,6 +92,21 @@ def test_each_robot_plans_under_its_own_namespace_with_one_shared_minilm(host):
     assert host.seen['robot2'][-1].subtask.text == 'release the red apple'
     assert two._status().embedding_cache_hits == 6
     assert one._status().embedding_model_calls == 6
+
+
+def test_an_instruction_topic_tasks_its_own_robot_only(host):
+    probe = rclpy.create_node('instruction_probe')
+    host.ex.add_node(probe)
+    pub = probe.create_publisher(String, '/robot2/instruction', 10)
+    try:
+        assert spin_until(host, lambda: pub.get_subscription_count() == 1, 10)
+        pub.publish(String(data='pick up the red apple'))
+        assert spin_until(host, lambda: len(host.seen['robot2']) >= 1, 20)
+        spin_until(host, lambda: False, 0.3)
+        assert host.seen['robot1'] == []
+    finally:
+        host.ex.remove_node(probe)
+        probe.destroy_node()
 
 
 @pytest.mark.parametrize('robots', ['[]', '[robot1,robot1]'])

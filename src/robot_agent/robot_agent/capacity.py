@@ -5,10 +5,12 @@ world and action instances N robots need.
                                    [--redundancy 0] [--robots 1,2,4,8] [--json FILE]
 
 It measures the pair's unit costs here (``wam_core.serving.capacity``: world encode at
-batch 1/2/4/8, action prepare and decode, the gate's check of a chunk), then one
-synthetic robot's processes for ``--seconds`` (the shm cache, as ``bench/fleet.py``
-runs them) for what a robot costs besides the models' arithmetic, and prints the
-predicted cores by role and instances for each N, and the host's capacity.
+batch 1/2/4/8, action prepare and decode, the gate's check of a chunk), then the
+processes of 1 and of 2 synthetic robots on one action-expert instance for
+``--seconds`` each (the shm cache, as ``bench/fleet.py`` runs them) for what each robot
+and the processes themselves cost besides the models' arithmetic, and prints the
+predicted cores by role and instances for each N (2 robots per instance, as the
+curve), and the host's capacity.
 ``--one-view``: a seeded one-view pair of the same architecture on the front camera.
 """
 
@@ -69,15 +71,31 @@ def measure_pair(param_files: list[str], log=print) -> cap.ComputeCosts:
 
 def measure_robot_overheads(
     costs: cap.ComputeCosts, extra: list[str], seconds: float, warmup: float, log=print
-) -> tuple[cap.RobotOverheads, dict[str, float]]:
-    """One synthetic robot's processes for ``seconds``: cores by role, less the compute."""
+) -> tuple[cap.RobotOverheads, dict[str, dict[str, float]]]:
+    """1, then 2 synthetic robots' processes on one instance for ``seconds`` each: cores
+    by role, less the compute, split into per robot and fixed."""
+    measured = {n: robots_cores(n, extra, seconds, warmup, log) for n in (1, 2)}
+    return cap.overheads_from_two(measured[1], measured[2], costs, CAMERA_HZ), measured
+
+
+def robots_cores(
+    robots: int, extra: list[str], seconds: float, warmup: float, log=print
+) -> dict[str, float]:
+    """CPU cores by role of ``robots`` synthetic robots' processes on one instance."""
     from robot_agent.fleet import Fleet
 
     os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
-    log(f'one robot with its processes: {warmup:.0f} s warm-up, {seconds:.0f} s measured ...')
-    shm = f'wam_capacity_{os.getpid()}'
+    log(
+        f'{robots} robot(s) with their processes: {warmup:.0f} s warm-up, {seconds:.0f} s '
+        'measured ...'
+    )
+    shm = f'wam_capacity_{os.getpid()}_{robots}'
     fleet = Fleet(
-        1, 'multi', robot='synthetic', extra_args=['-p', f'repr_cache.shm_name:={shm}', *extra]
+        robots,
+        'multi',
+        robot='synthetic',
+        extra_args=['-p', f'repr_cache.shm_name:={shm}', *extra],
+        instances=1,
     )
     try:
         fleet.wait_ready(300)
@@ -89,7 +107,7 @@ def measure_robot_overheads(
         fleet.shutdown()
     cores = {k: (cpu1[k] - cpu0[k]) / seconds for k in cpu0}
     log('  cores by role: ' + ', '.join(f'{k} {v:.3f}' for k, v in cores.items()))
-    return cap.overheads_from(cores, 1, costs, CAMERA_HZ), cores
+    return cores
 
 
 def run(
@@ -121,8 +139,10 @@ def run(
     plans = {n: cap.plan(n, costs, overheads, host_cores, **kw) for n in robots}
     capacity = cap.host_capacity(costs, overheads, host_cores, **kw)
     log(
-        'per robot beyond the models: '
+        'beyond the models, per robot: '
         + ', '.join(f'{k} {v:.3f}' for k, v in overheads.cores.items())
+        + '; fixed (action: per instance): '
+        + ', '.join(f'{k} {v:.3f}' for k, v in overheads.fixed.items())
         + ' cores'
     )
     log(
@@ -148,7 +168,9 @@ def run(
         'views': costs.views,
         'unit_costs': asdict(costs),
         'per_robot_overhead_cores': overheads.cores,
-        'measured_one_robot_cores': measured,
+        'fixed_overhead_cores': overheads.fixed,
+        'measured_one_robot_cores': measured[1],
+        'measured_two_robot_cores': measured[2],
         'per_n': {str(n): asdict(p) for n, p in plans.items()},
     }
 

@@ -10,7 +10,7 @@ from wam_core.serving.capacity import (
     RobotOverheads,
     encode_at,
     host_capacity,
-    overheads_from,
+    overheads_from_two,
     plan,
     queue_batch,
 )
@@ -55,15 +55,27 @@ def test_a_host_fits_robots_until_its_cores_or_the_encoder_thread_run_out():
     assert host_capacity(COSTS, RobotOverheads({'robots': 5.0}), 2.0) == 0
 
 
-def test_overheads_are_what_a_measured_robot_costs_beyond_the_compute():
-    model = plan(1, COSTS, NO_OVERHEAD, math.inf)
-    measured = {k: model.cores[k] + 0.05 for k in model.cores}
-    measured['robots'] = 0.3
-    over = overheads_from(measured, 1, COSTS)
-    assert over.cores['world'] == pytest.approx(0.05)
-    assert over.cores['robots'] == pytest.approx(0.3)
-    # a role measured below its compute (noise) costs nothing extra, never less
-    assert overheads_from({'world': 0.0}, 1, COSTS).cores['world'] == 0.0
-    # and the plan of the measured robot reproduces the measurement
-    again = plan(1, COSTS, over, 2.0)
-    assert again.total_cores == pytest.approx(sum(measured.values()))
+def test_overheads_split_into_each_robots_cost_and_the_processes_fixed_cost():
+    one, two = (plan(n, COSTS, NO_OVERHEAD, math.inf, robots_per_instance=2) for n in (1, 2))
+    # measured: each robot 0.05 cores beyond its compute in every role, the processes
+    # 0.1 whatever their robots (the bench's own process 0.3 a robot, nothing fixed)
+    m1 = {k: one.cores[k] + 0.05 + 0.1 for k in one.cores}
+    m2 = {k: two.cores[k] + 0.10 + 0.1 for k in two.cores}
+    m1['robots'], m2['robots'] = 0.3, 0.6
+    over = overheads_from_two(m1, m2, COSTS)
+    assert over.cores['world'] == pytest.approx(0.05) and over.fixed['world'] == pytest.approx(0.1)
+    assert over.cores['robots'] == pytest.approx(0.3) and over.fixed['robots'] == 0.0
+    # the plan reproduces both measurements, and charges an action instance's fixed
+    # cost once per instance (2 robots each): 4 robots on 2 instances
+    for n, measured in ((1, m1), (2, m2)):
+        again = plan(n, COSTS, over, 2.0)
+        assert again.total_cores == pytest.approx(sum(measured.values()))
+    p3, p4 = plan(3, COSTS, over, 2.0), plan(4, COSTS, over, 2.0)
+    assert p4.cores['action'] - p3.cores['action'] == pytest.approx(
+        p3.cores['action'] - plan(2, COSTS, over, 2.0).cores['action'] - 0.1
+    )
+    # noise: a second robot measured cheaper than the first costs nothing, never less,
+    # and a role measured below its compute has no fixed cost either
+    cheap = overheads_from_two({'world': 0.5}, {'world': 0.4}, COSTS)
+    assert cheap.cores['world'] == 0.0
+    assert overheads_from_two({}, {}, COSTS).fixed['world'] == 0.0

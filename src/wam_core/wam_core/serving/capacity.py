@@ -4,8 +4,13 @@ The unit costs of a model pair are measured on this machine (``measure_compute``
 world expert's forward at batch 1, 2, 4 and 8, the action expert's prepare (once per new
 representation) and decode (every tick), the clamping gate's check of one chunk. What a
 robot costs besides the models' arithmetic (its simulator and cameras, the nodes'
-messages, executors and diagnostics) is measured by the caller from one robot's
-processes (``RobotOverheads``: CPU cores by role minus the compute above).
+messages, executors and diagnostics) is measured by the caller from a fleet's processes
+at two sizes, 1 and 2 robots on one action-expert instance (``RobotOverheads``: CPU
+cores by role minus the compute above, split into what each added robot costs and what
+the processes cost with none: ``overheads_from_two``). Measured from one robot alone,
+each robot was charged its processes' fixed costs too: the planner then predicted 1.44
+cores for 2 robots that used 1.04, and a capacity of 1 where 2 was measured
+(2026-12-05).
 
 The prediction follows the design documents' sizing rule, per expert:
 
@@ -46,9 +51,12 @@ class ComputeCosts:
 
 @dataclass
 class RobotOverheads:
-    """Cores one robot costs per role beyond ``ComputeCosts`` (measured from one robot)."""
+    """Cores per role beyond ``ComputeCosts``: ``cores`` for each robot, ``fixed`` for
+    the role's processes whatever their robots (the action experts' once per instance,
+    the others' once per host)."""
 
     cores: dict[str, float] = field(default_factory=lambda: dict.fromkeys(ROLES, 0.0))
+    fixed: dict[str, float] = field(default_factory=lambda: dict.fromkeys(ROLES, 0.0))
 
 
 @dataclass
@@ -92,8 +100,10 @@ def plan(
     utilization: float = 0.7,
     redundancy: float = 0.0,
     max_batch: int = 4,
+    robots_per_instance: int = 2,
 ) -> Plan:
-    """What ``robots`` robots cost on one host, and the instances they need."""
+    """What ``robots`` robots cost on one host, and the instances they need
+    (``robots_per_instance``: the layout they run in, for the instances' fixed cost)."""
     frames = robots * camera_hz
     b = queue_batch(costs, frames, max_batch)
     world_load = frames * encode_at(costs, b) / b / 1e3  # cores of the encoder thread
@@ -105,6 +115,10 @@ def plan(
     }
     cores = {role: robots * (per_robot[role] + overheads.cores.get(role, 0.0)) for role in ROLES}
     cores['world'] += world_load
+    layout = {'action': math.ceil(robots / max(1, robots_per_instance))}
+    for role in ROLES:
+        if robots:
+            cores[role] += layout.get(role, 1) * overheads.fixed.get(role, 0.0)
     total = sum(cores.values())
     # the design documents' rule: peak rate / per-instance throughput * (1 + redundancy);
     # an instance's throughput is what its one thread does within the utilization
@@ -139,22 +153,23 @@ def host_capacity(costs: ComputeCosts, overheads: RobotOverheads, host_cores: fl
     return n
 
 
-def overheads_from(
-    cores_by_role: dict[str, float],
-    robots: int,
+def overheads_from_two(
+    one: dict[str, float],
+    two: dict[str, float],
     costs: ComputeCosts,
     camera_hz: float = 30.0,
     control_hz: float = 50.0,
 ) -> RobotOverheads:
-    """Per-robot overheads from a measured run of ``robots`` robots: each role's cores
-    less the compute ``plan`` counts for it (never below zero)."""
-    model = plan(robots, costs, RobotOverheads(), math.inf, camera_hz, control_hz)
-    return RobotOverheads(
-        {
-            role: max(0.0, (cores_by_role.get(role, 0.0) - model.cores[role]) / robots)
-            for role in ROLES
-        }
-    )
+    """Overheads from measured runs of 1 and 2 robots on one instance: what the second
+    robot added beyond its compute is each robot's cost, what is left of the first
+    robot's run the processes' fixed cost (never below zero)."""
+    residual = {}
+    for n, measured in ((1, one), (2, two)):
+        model = plan(n, costs, RobotOverheads(), math.inf, camera_hz, control_hz)
+        residual[n] = {role: measured.get(role, 0.0) - model.cores[role] for role in ROLES}
+    per_robot = {role: max(0.0, residual[2][role] - residual[1][role]) for role in ROLES}
+    fixed = {role: max(0.0, residual[1][role] - per_robot[role]) for role in ROLES}
+    return RobotOverheads(per_robot, fixed)
 
 
 def _best_ms(fn, repeats: int) -> float:
