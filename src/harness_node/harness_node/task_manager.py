@@ -1,6 +1,6 @@
 """The task manager: ExecuteTask goals -> a plan -> one conditioning subtask at a time.
 
-The ExecuteTask action (and /instruction, std_msgs/String, the same path) plans with
+The ExecuteTask action (and ``instruction``, std_msgs/String, the same path) plans with
 the LLM planner (SGLang or any OpenAI-compatible server) falling back to the rules,
 embeds each subtask once and publishes it on harness/active_subtask (latched). Each
 subtask runs for ``task.subtask_duration_s``; cancel holds the robot through the safety

@@ -1,11 +1,11 @@
-"""The task manager's node: ExecuteTask goals and /instruction -> a plan -> subtasks.
+"""The task manager's node: ExecuteTask goals and instructions -> a plan -> subtasks.
 
 Its own node (``task_manager`` in config/wam.yaml) and, in the multi-process stack, the
 fleet and the launch files, its own process: the LLM client and MiniLM (torch) live
 here, away from the clamping gate (a fleet's robots share one such process:
 ``harness_node.task_managers``). It keeps the harness's interface, under the robot's
 namespace: the ``harness/execute_task`` action, ``harness/active_subtask`` (latched),
-``/instruction``, and its typed status on ``harness/task_status``. A canceled task
+``instruction``, and its typed status on ``harness/task_status``. A canceled task
 holds the robot through the gate's ``harness/hold`` service.
 """
 
