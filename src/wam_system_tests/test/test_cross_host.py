@@ -58,8 +58,11 @@ def test_a_standby_fetches_from_the_store_only_once_it_takes_its_robot_over():
         fleet.kill_child('instance/i1', signal.SIGKILL)
         fleet.spin_for(5.0, until=lambda: watch.serves('i0', ['robot1', 'robot2']))
         assert watch.serves('i0', ['robot1', 'robot2']), watch.latest.get('i0')
+        # (the standby's own statuses from here on, 5 a second: the counts are its own,
+        # not the dead primary's)
+        fleet.spin_for(1.0)
         hits = m.action.cache_hits if m.action is not None else 0
-        fleet.spin_for(3.0)
+        fleet.spin_for(2.0)
         since_kill = time.monotonic() - t_kill
         # robot2's action_expert is i0's standby node now: driving it from fetched
         # representations, and only those fetched since it took over (30 Hz frames; had
