@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 
 import rclpy
+from rclpy.executors import ExternalShutdownException
 
 from wam_core.common.process import dying_with_parent
 from wam_core.serving.interpreter import (
@@ -118,7 +119,10 @@ class BringUp:
         while time.monotonic() < end and not (until is not None and until()):
             if not rclpy.ok():
                 raise KeyboardInterrupt  # SIGINT/SIGTERM went to rclpy's handler
-            spin_slice(self.executor, min(0.1, max(end - time.monotonic(), 0.0)))
+            try:
+                spin_slice(self.executor, min(0.1, max(end - time.monotonic(), 0.0)))
+            except ExternalShutdownException:
+                raise KeyboardInterrupt from None  # the context went down mid-slice
             if on_status and time.monotonic() >= next_status:
                 next_status += status_every
                 on_status(self)

@@ -97,6 +97,8 @@ class SimRobot(Node):
             frozen = self.camera_frozen and self._last_img is not None
             imgs = self._last_img if frozen else {c: self.sim.render(c) for c in self._img_pubs}
             self._last_img = imgs
+            if not self.context.ok():  # Ctrl-C during the renders: the publishers are gone
+                return
             for c, img in imgs.items():  # one stamp for every view: a triggered rig
                 if c in self.paused_cameras:
                     continue
