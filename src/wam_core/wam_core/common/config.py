@@ -693,8 +693,9 @@ class HarnessParams:
 
 @dataclass
 class TaskManagerParams:
-    """task_manager: ExecuteTask goals and /instruction -> a plan -> one conditioning
-    subtask at a time (its own process: the LLM client and MiniLM stay away from the gate)."""
+    """task_manager: ExecuteTask goals and ``instruction`` (relative: a fleet robot's is
+    /<robot>/instruction) -> a plan -> one conditioning subtask at a time (its own
+    process: the LLM client and MiniLM stay away from the gate)."""
 
     planner: PlannerConfig = section(PlannerConfig)
     task: TaskConfig = section(TaskConfig)
