@@ -43,7 +43,7 @@ def test_a_slice_ends_in_a_process_that_falls_behind(behind):
     assert not runner.is_alive(), f'a 0.1 s slice did not return: {took}'
     assert len(took) == 3
     # the slice, plus the callback under way when it ended (40 ms), plus scheduling
-    assert max(took) < 0.4, took
+    assert max(took) < 1.0, took  # a loaded host may add to that, never seconds
     assert len(calls) >= 3  # the callbacks did run meanwhile
 
 
@@ -57,7 +57,7 @@ def test_a_slice_with_nothing_to_do_lasts_its_time():
         executor.shutdown()
     finally:
         rclpy.try_shutdown()
-    assert 0.12 < took < 0.6, took
+    assert 0.12 < took < 1.5, took
 
 
 def test_a_callback_failing_after_shutdown_ends_the_spin_as_a_shutdown():

@@ -9,8 +9,8 @@ Its timeout alone does not end a slice: the events queue returns only once it fi
 itself empty after the deadline, so a process that falls behind (callbacks arriving
 faster than it runs them: a fleet's simulated robots on a full host) stayed in one
 slice for good, and nothing between slices ran: no stop flag, no time-out, no
-status line. ``spin_slice`` ends the slice itself, by completing its future from a
-timer thread.
+status line. ``spin_slice`` ends the slice itself: a thread kept beside the spinning
+one completes the slice's future at its deadline.
 """
 
 from __future__ import annotations
