@@ -243,10 +243,14 @@ class ActionExpertNode(LifecycleNode):
             ),
         ]
         self.subtask_text = '(none: default conditioning)'
-        if not self._standby_role:  # one switch service per robot: its primary's
-            self._switch_srv = self.create_service(
-                SwitchRelease, 'action_expert/switch_release', self._on_switch_release
-            )
+        # the robot's action expert answers action_expert/switch_release; its standby on
+        # another instance its own, so a release manager switches both (a takeover after
+        # a switch then decodes the new version's representations with the new model)
+        self._switch_srv = self.create_service(
+            SwitchRelease,
+            f'{"action_expert_standby" if self._standby_role else "action_expert"}/switch_release',
+            self._on_switch_release,
+        )
         self.metrics = NodeMetrics(self, cfg.metrics_port)
         for stage, window in (
             ('tick', self.timer_stats.stages['tick']),
@@ -464,6 +468,11 @@ class ActionExpertNode(LifecycleNode):
                 self.diagnostics.publish()
             return True, f'{name} armed'
         if phase == 'confirm':
+            if name != t.tag and self._standby_armed(name):
+                # a standby that ticks nothing switches at its first tick (a takeover):
+                # the switch stands, the armed model stays armed until then
+                self._loads = {k: v for k, v in self._loads.items() if v.state == LOADING}
+                return True, f'{name} confirmed: it serves from the first tick of a takeover'
             if name != t.tag:
                 return False, f'{name} is not serving ({t.tag} is)'
             replaced = t.previous.tag if t.previous is not None else ''
@@ -485,6 +494,10 @@ class ActionExpertNode(LifecycleNode):
                 t.previous = None
             return True, f'{name} unloaded'
         return False, f'unknown phase {phase!r} (load, arm, confirm, abort, status)'
+
+    def _standby_armed(self, name: str) -> bool:
+        armed = self.ticker.armed
+        return self._standby_role and armed is not None and armed.tag == name
 
     def _load_release(self, model_dir: str, digest: str):
         """On the load thread: verify, load and warm up a release's action expert; it must

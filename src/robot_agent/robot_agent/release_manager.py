@@ -16,6 +16,12 @@ A switch of some robots to a release:
    the new model (the ring changes version right before the first new entry);
 4. wait for each robot's first new-version chunk (its action expert's ``switched_at``).
 
+On a fleet of action-expert instances a robot also has a standby node on another
+instance (``/<robot>/action_expert_standby``, found on the graph): it loads and arms the
+release with the robot's action expert, so a takeover after the switch decodes the new
+representations with the new model (the standby ticks nothing until then; its armed
+model serves from its first tick).
+
 The replaced release stays loaded until **confirm**; a rollback within that window is
 the same switch back, with no load. A canary switches some robots, watches every robot's
 objectives (:mod:`wam_core.releases.objectives`) for a window, and then either promotes
@@ -56,6 +62,7 @@ class SwitchResult:
     # the same robot's degraded ticks in an equally long window right before the arm
     baseline_degraded: dict[str, int] = field(default_factory=dict)
     peak_rss_mb: dict[str, float] = field(default_factory=dict)  # per expert, while loading
+    standbys: list[str] = field(default_factory=list)  # robots whose standby node was armed
 
 
 @dataclass
@@ -93,6 +100,13 @@ class ReleaseManager:
         self._actions = {
             r: self.node.create_client(SwitchRelease, _topic(r, 'action_expert/switch_release'))
             for r in self.robots
+        }
+        self._standbys = {
+            r: self.node.create_client(
+                SwitchRelease, _topic(r, 'action_expert_standby/switch_release')
+            )
+            for r in self.robots
+            if r  # a lone robot has no instance fleet around it
         }
         self.action_status: dict[str, ActionExpertStatus] = {}
         self.gate_status: dict[str, SafetyGateStatus] = {}
@@ -142,22 +156,29 @@ class ReleaseManager:
             raise SwitchError(f'{client.srv_name} did not answer {phase} within 10 s')
         return future.result()
 
-    def _experts(self, robots: list[str]):
-        return [('world', self._world)] + [
-            (f'{r or "robot"}/action', self._actions[r]) for r in robots
-        ]
+    def standbys_of(self, robots: list[str]) -> list[str]:
+        """Those of ``robots`` with a standby node on the graph (an instance fleet's)."""
+        nodes = set(self.node.get_node_names_and_namespaces())
+        return [r for r in robots if r and ('action_expert_standby', f'/{r}') in nodes]
 
-    def _load(self, release: Release, robots: list[str], result: SwitchResult) -> None:
+    def _experts(self, robots: list[str]) -> list[tuple[str, object]]:
+        return (
+            [('world', self._world)]
+            + [(f'{r or "robot"}/action', self._actions[r]) for r in robots]
+            + [(f'{r}/standby', self._standbys[r]) for r in self.standbys_of(robots)]
+        )
+
+    def _load(self, release: Release, experts: list, result: SwitchResult) -> None:
         t0 = time.monotonic()
         dirs = {'world': (release.world_dir, release.world_digest)}
-        for name, client in self._experts(robots):
+        for name, client in experts:
             model_dir, digest = dirs.get(name, (release.action_dir, release.action_digest))
             res = self._call(
                 client, 'load', release.name, model_dir=model_dir, manifest_sha256=digest
             )
             if not res.success:
                 raise SwitchError(f'{name}: {res.message}')
-        pending = dict(self._experts(robots))
+        pending = dict(experts)
         deadline = t0 + self.timeout_s
         while pending:
             for name, client in list(pending.items()):
@@ -174,8 +195,8 @@ class ReleaseManager:
             time.sleep(0.05)
         result.load_s = time.monotonic() - t0
 
-    def _abort(self, name: str, robots: list[str]) -> None:
-        for _, client in self._experts(robots):
+    def _abort(self, name: str, experts: list) -> None:
+        for _, client in experts:
             try:
                 self._call(client, 'abort', name)
             except SwitchError as exc:
@@ -187,20 +208,24 @@ class ReleaseManager:
         robots = list(self.robots if robots is None else robots)
         result = SwitchResult(release.name, robots)
         t_request = time.time()
+        experts = self._experts(robots)
+        result.standbys = [n.split('/')[0] for n, _ in experts if n.endswith('/standby')]
         try:
-            self._load(release, robots, result)
+            self._load(release, experts, result)
         except SwitchError:
-            self._abort(release.name, robots)
+            self._abort(release.name, experts)
             raise
         t_commit = time.time()
-        for r in robots:
-            res = self._call(self._actions[r], 'arm', release.name)
+        # the robots' action experts, then their standbys: all armed before the commit
+        arms = [(n, c) for n, c in experts if n != 'world']
+        for name, client in arms:
+            res = self._call(client, 'arm', release.name)
             if not res.success:
-                self._abort(release.name, robots)
-                raise SwitchError(f'{r or "robot"}/action: {res.message}')
+                self._abort(release.name, experts)
+                raise SwitchError(f'{name}: {res.message}')
         res = self._call(self._world, 'commit', release.name, robots=[r for r in robots if r])
         if not res.success:
-            self._abort(release.name, robots)
+            self._abort(release.name, experts)
             raise SwitchError(f'world: {res.message}')
         pending = set(robots)
         deadline = time.monotonic() + 10.0

@@ -5,7 +5,8 @@ Checks what running several robots per action-expert process must keep: each rob
 chunks from its own representation and joint state, the robot's gate hearing its
 action expert whichever instance serves it, and failover: kill -9 one instance and the
 other ticks its robot within the takeover bound, decoding both robots in one forward,
-with no safety stop; the restarted instance takes its robot back.
+with no safety stop; the restarted instance takes its robot back. A release switch
+reaches the standby nodes too: a takeover after it serves the release.
 """
 
 import os
@@ -18,6 +19,7 @@ import pytest
 from std_msgs.msg import Bool
 
 from robot_agent.fleet import Fleet
+from wam_core.common.robot import TABLETOP_ARM
 from wam_system_tests.fleet_faults import InstanceWatch
 
 
@@ -101,3 +103,46 @@ def test_a_killed_instances_robot_is_taken_over_and_handed_back(fleet):
     assert not any(stops[handback:]), 'the handback tripped a safety stop'
     assert m.chunks - chunks > max(10, 0.5 * (other.chunks - others)), (m.chunks, other.chunks)
     assert m.conformance.total == 0
+
+
+def test_a_release_switch_reaches_the_standbys_so_a_takeover_after_it_serves_the_release(
+    fleet, tmp_path
+):
+    """A switch arms each robot's standby node too: killed after the switch, robot1's
+    primary instance (i0) hands robot1 to i1's standby, which decodes the new world
+    version's representations with the new model (before, it kept the launch model and
+    held the robot on `version_mismatch` until the primary came back)."""
+    from robot_agent.release_manager import ReleaseManager
+    from wam_core.releases.registry import Registry
+    from wam_system_tests.releases_drill import _in_background, write_reseeded_pair
+
+    reg = Registry(str(tmp_path / 'releases.db'))
+    world, action = write_reseeded_pair(str(tmp_path / 'reseed'), 11)
+    reg.register('reseed', world, action, TABLETOP_ARM, 'instances test', actor='test')
+    release = reg.get('reseed')
+    robots = ['robot1', 'robot2']
+    mgr = ReleaseManager(robots, log=lambda m: None)
+    try:
+        fleet.spin_for(30.0, until=lambda: mgr.standbys_of(robots) == robots)
+        res = _in_background(fleet, lambda: mgr.switch(release))
+        _in_background(fleet, lambda: mgr.confirm('reseed'))
+    finally:
+        mgr.close()
+        reg.close()
+    assert res.standbys == ['robot1', 'robot2'] and set(res.switch_ms) == {'robot1', 'robot2'}
+    m, other = fleet.monitors['robot1'], fleet.monitors['robot2']
+    fleet.spin_for(1.0)
+    assert m.action.release == 'reseed' and other.action.release == 'reseed'
+    dead = fleet.kill_child('instance/i0', signal.SIGKILL)
+    fleet.spin_for(5.0, until=lambda: fleet.watch.serves('i1', ['robot1', 'robot2']))
+    assert fleet.watch.serves('i1', ['robot1', 'robot2']), fleet.watch.latest['i1']
+    fleet.spin_for(0.5)
+    chunks, others = m.chunks, other.chunks
+    fleet.spin_for(2.0)
+    # i1's standby node drives robot1 now, with the release's model
+    assert m.action.release == 'reseed', (m.action.release, m.action.message)
+    assert m.action.mixed_version_ticks == 0
+    mismatch = {c.reason: c.count for c in m.action.degraded}.get('version_mismatch', 0)
+    assert mismatch == 0, m.action.degraded
+    assert m.chunks - chunks > max(10, 0.5 * (other.chunks - others)), (m.chunks, other.chunks)
+    dead.wait(timeout=10)

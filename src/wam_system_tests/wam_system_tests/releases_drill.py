@@ -99,34 +99,27 @@ def _limit_seeker(src: str, dst: str, joint: int, joints: int) -> None:
     del torch
 
 
+def write_reseeded_pair(root: str, seed: int) -> tuple[str, str]:
+    """The shipped pair with its weights perturbed (seeds ``seed`` and ``seed + 1``) under
+    a new world version, in ``root``/world and ``root``/action: a good release whose
+    representations never share a key space with the shipped ones."""
+    world, action = resolve_path('models/world_expert'), resolve_path('models/action_expert')
+    version = f'{read_manifest(world).version}-reseed{seed}'
+    _perturb(world, f'{root}/world', seed, 1e-3, version)
+    _perturb(action, f'{root}/action', seed + 1, 1e-3, version, {'world_version': version})
+    return f'{root}/world', f'{root}/action'
+
+
 def make_releases(root: str, reg: Registry, log) -> dict[str, str]:
     world, action = resolve_path('models/world_expert'), resolve_path('models/action_expert')
     wv = read_manifest(world).version
-    d = {k: os.path.join(root, k) for k in ('reseed', 'limit', 'tampered')}
-    _perturb(world, f'{d["reseed"]}/world', 1, 1e-3, f'{wv}-reseed1')
-    _perturb(
-        action,
-        f'{d["reseed"]}/action',
-        2,
-        1e-3,
-        f'{wv}-reseed1',
-        {'world_version': f'{wv}-reseed1'},
-    )
-    _limit_seeker(action, f'{d["limit"]}/action', 1, len(TABLETOP_ARM.joint_names))
-    _perturb(world, f'{d["tampered"]}/world', 3, 1e-3, f'{wv}-reseed3')
-    _perturb(
-        action,
-        f'{d["tampered"]}/action',
-        4,
-        1e-3,
-        f'{wv}-reseed3',
-        {'world_version': f'{wv}-reseed3'},
-    )
+    limit = os.path.join(root, 'limit', 'action')
+    _limit_seeker(action, limit, 1, len(TABLETOP_ARM.joint_names))
     pairs = {
         'shipped': (world, action),
-        'reseed': (f'{d["reseed"]}/world', f'{d["reseed"]}/action'),
-        'limit': (world, f'{d["limit"]}/action'),
-        'tampered': (f'{d["tampered"]}/world', f'{d["tampered"]}/action'),
+        'reseed': write_reseeded_pair(os.path.join(root, 'reseed'), 1),
+        'limit': (world, limit),
+        'tampered': write_reseeded_pair(os.path.join(root, 'tampered'), 3),
     }
     for name, (w, a) in pairs.items():
         t0 = time.monotonic()
