@@ -73,6 +73,10 @@ class ActionInstance(Node):
         self.clock: DeadlineTimer | None = None
         self._linked: set[str] = set()  # own robots whose chunks reach their gate
         self._matched_since: dict[str, float] = {}
+        # own robots not claimed because their representations are of a world version this
+        # instance's model does not decode (the clock's thread writes, the executor logs)
+        self.undecodable: dict[str, str] = {}
+        self._told: set[tuple[str, str]] = set()
         self._beat = self.create_publisher(ActionInstanceStatus, HEARTBEATS, qos.EVENTS)
         self.create_subscription(ActionInstanceStatus, HEARTBEATS, self._on_heartbeat, qos.EVENTS)
         self.diagnostics = NodeDiagnostics(self)
@@ -160,12 +164,28 @@ class ActionInstance(Node):
         )
 
     # the clock -----------------------------------------------------------------------
+    def _ready(self) -> set[str]:
+        """Own robots whose inputs are in. One not served now is also claimed only if its
+        representations are of a version this instance decodes: restarted with the model
+        its parameters name after a release switch, it would take the robot from the
+        standby that serves the release and hold it (``version_mismatch``); it leaves it
+        there and says why. A robot it serves stays claimed whatever arrives (its holds
+        and their reason are the robot's own status)."""
+        ready = set()
+        for r in self.cfg.robots:
+            node = self.experts[r]
+            if not (node.ready and node.ticker.has_inputs):
+                continue
+            seen = node.ticker.descriptor_version
+            if r in self.serving or node.ticker.decodes(seen):
+                ready.add(r)
+                self.undecodable.pop(r, None)
+            else:
+                self.undecodable[r] = seen
+        return ready
+
     def _tick(self, deadline: float) -> None:
-        ready = {
-            r
-            for r in self.cfg.robots
-            if self.experts[r].ready and self.experts[r].ticker.has_inputs
-        }
+        ready = self._ready()
         with self._lock:
             now = time.monotonic()
             self.roster.ready = ready
@@ -188,10 +208,22 @@ class ActionInstance(Node):
         self.ticks += 1
         self._heartbeat(claimed)
 
+    def _tell_undecodable(self) -> None:
+        for robot, version in list(self.undecodable.items()):
+            if (robot, version) not in self._told:
+                self._told.add((robot, version))
+                self.get_logger().warning(
+                    f'{robot} not claimed: its representations are of world version '
+                    f'{version}, this instance decodes {self.experts[robot].ticker.version} '
+                    '(restarted with a release the fleet switched from?): its standby keeps '
+                    'it; restart this instance with the live release'
+                )
+
     def _check_links(self) -> None:
         """On the executor: own robots whose chunk publisher has matched every subscriber
         this process knows of for ``handback_settle_s`` go to the roster
         (``InstanceRoster.linked``); once linked, a robot stays linked."""
+        self._tell_undecodable()
         if self.roster is None or len(self._linked) == len(self.cfg.robots):
             return
         now = time.monotonic()
@@ -233,6 +265,9 @@ class ActionInstance(Node):
             level, message = WARN, 'starting'
         elif taken:
             level, message = WARN, f'serving {", ".join(taken)} for a silent peer'
+        elif self.undecodable:
+            left = ', '.join(sorted(self.undecodable))
+            level, message = WARN, f'{left} left to the standby: a world version not decoded here'
         elif self.thread_errors.total:
             level, message = WARN, f'{self.thread_errors.total} exceptions survived'
         values = [

@@ -204,7 +204,10 @@ def test_an_armed_release_serves_from_its_first_representation_and_never_mixes(e
     e = _put(cache, scene, 1, w0)
     t.set_descriptor(Descriptor(e.key, e.version, e.slot))
     assert t.tick().kind == 'chunk'
+    # (an instance claims a robot only for a version it decodes)
+    assert t.decodes(w0.version) and not t.decodes(w1.version) and not t.decodes(None)
     t.arm(a1, w1.version, 'r1')
+    assert t.decodes(w1.version) and t.descriptor_version == w0.version
     # old-version representations keep being decoded by the old model
     for _ in range(3):
         r = t.tick()
@@ -234,6 +237,7 @@ def test_an_armed_release_serves_from_its_first_representation_and_never_mixes(e
     assert t.tick().kind == 'chunk' and t.tag == 'r0' and t.model is a0
     t.confirm()
     assert t.previous is None and t.mixed_version_ticks == 0
+    assert t.decodes(w0.version) and not t.decodes(w1.version)
 
 
 def test_a_model_that_does_not_accept_the_representation_is_refused_not_decoded(experts):

@@ -6,7 +6,8 @@ chunks from its own representation and joint state, the robot's gate hearing its
 action expert whichever instance serves it, and failover: kill -9 one instance and the
 other ticks its robot within the takeover bound, decoding both robots in one forward,
 with no safety stop; the restarted instance takes its robot back. A release switch
-reaches the standby nodes too: a takeover after it serves the release.
+reaches the standby nodes too: a takeover after it serves the release, and the primary
+restarted with the release switched from leaves the robot to the standby.
 """
 
 import os
@@ -145,4 +146,18 @@ def test_a_release_switch_reaches_the_standbys_so_a_takeover_after_it_serves_the
     mismatch = {c.reason: c.count for c in m.action.degraded}.get('version_mismatch', 0)
     assert mismatch == 0, m.action.degraded
     assert m.chunks - chunks > max(10, 0.5 * (other.chunks - others)), (m.chunks, other.chunks)
+    # restarted with its launch model (the release switched from), i0 must not take robot1
+    # back to hold it on `version_mismatch`: i1's standby keeps it
+    stops = []
+    m.create_subscription(Bool, '/robot1/safety/stop', lambda msg: stops.append(msg.data), 10)
     dead.wait(timeout=10)
+    t_restart = time.monotonic()
+    fleet.start_instance('i0')
+    fleet.spin_for(90.0, until=lambda: fleet.watch.heard.get('i0', 0.0) > t_restart)
+    assert fleet.watch.heard.get('i0', 0.0) > t_restart, 'the restarted i0 never beat'
+    chunks, others = m.chunks, other.chunks
+    fleet.spin_for(8.0)  # past the handback's settle time (3 s) with room
+    assert fleet.watch.serves('i1', ['robot1', 'robot2']), fleet.watch.latest['i1']
+    assert list(fleet.watch.latest['i0'].claimed_robots) == [], fleet.watch.latest['i0']
+    assert m.action.release == 'reseed' and not any(stops)
+    assert m.chunks - chunks > max(10, 0.5 * (other.chunks - others)), (m.chunks, other.chunks)

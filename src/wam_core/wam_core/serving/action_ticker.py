@@ -173,6 +173,20 @@ class ActionTicker:
             joint = self._pending_joint is not None or self._joint_np is not None
         return joint and self._descriptor is not None
 
+    @property
+    def descriptor_version(self) -> str | None:
+        """The world version of the newest representation descriptor, if any arrived."""
+        d = self._descriptor
+        return d.model_version if d is not None else None
+
+    def decodes(self, version: str | None) -> bool:
+        """Whether a representation of ``version`` is decoded here: the served model's, an
+        armed release's or the replaced one's (kept until a confirm)."""
+        return version is not None and (
+            version == self.version
+            or any(m is not None and m.version == version for m in (self._armed, self.previous))
+        )
+
     def set_joint_state(self, positions: np.ndarray) -> None:
         state = np.array(positions, dtype=np.float32)
         with self._input_lock:

@@ -9,7 +9,9 @@ deterministically:
 - A primary claims its robots once it has heard each configured peer (or after
   ``startup_grace_s``): a restarted primary must know whether its standby drives them;
   and each robot only once it has that robot's inputs (``ready``: a joint state and a
-  representation descriptor): a restarted primary that claimed a robot before its
+  representation descriptor, of a world version it decodes unless it serves the robot
+  already: one restarted with a release the fleet has switched from leaves the robot
+  to the standby that serves it): a restarted primary that claimed a robot before its
   subscriptions had delivered anything took it from a standby that was driving it and
   then held it, `no_joint_state`, until its gate stopped it (a fresh-clone `make test`).
   It serves a claimed robot unless a live peer says it serves it (a standby that took it
