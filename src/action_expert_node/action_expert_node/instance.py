@@ -164,20 +164,26 @@ class ActionInstance(Node):
         )
 
     # the clock -----------------------------------------------------------------------
-    def _ready(self) -> set[str]:
-        """Own robots whose inputs are in. One not served now is also claimed only if its
-        representations are of a version this instance decodes: restarted with the model
-        its parameters name after a release switch, it would take the robot from the
-        standby that serves the release and hold it (``version_mismatch``); it leaves it
-        there and says why. A robot it serves stays claimed whatever arrives (its holds
-        and their reason are the robot's own status)."""
+    def _ready(self, now: float) -> set[str]:
+        """Own robots whose inputs are in (under the roster's lock). One that a live peer
+        serves is also claimed only if its representations are of a version this
+        instance decodes: restarted with the model its parameters name after a release
+        switch, it would take the robot from the standby that serves the release and hold
+        it (``version_mismatch``); it leaves it there and says why. One that no peer
+        serves, or that it serves itself, is claimed whatever arrives (its holds and
+        their reason are then the robot's own status, not a silence its gate stops on)."""
         ready = set()
         for r in self.cfg.robots:
             node = self.experts[r]
             if not (node.ready and node.ticker.has_inputs):
+                self.undecodable.pop(r, None)
                 continue
             seen = node.ticker.descriptor_version
-            if r in self.serving or node.ticker.decodes(seen):
+            if (
+                r in self.serving
+                or node.ticker.decodes(seen)
+                or not self.roster.peer_serves(r, now)
+            ):
                 ready.add(r)
                 self.undecodable.pop(r, None)
             else:
@@ -185,10 +191,9 @@ class ActionInstance(Node):
         return ready
 
     def _tick(self, deadline: float) -> None:
-        ready = self._ready()
         with self._lock:
             now = time.monotonic()
-            self.roster.ready = ready
+            self.roster.ready = self._ready(now)
             wanted = self.roster.serving(now)
             claimed = self.roster.claimed(now)
             taken = dict(self.roster.taken)
@@ -207,6 +212,8 @@ class ActionInstance(Node):
                 node.thread_errors.record(exc, f'{node.get_namespace()} tick')
         self.ticks += 1
         self._heartbeat(claimed)
+        for robot in self.cfg.standby_robots:  # a confirmed release, off the robots' path
+            self.experts[robot].between_ticks()
 
     def _tell_undecodable(self) -> None:
         for robot, version in list(self.undecodable.items()):
@@ -215,8 +222,8 @@ class ActionInstance(Node):
                 self.get_logger().warning(
                     f'{robot} not claimed: its representations are of world version '
                     f'{version}, this instance decodes {self.experts[robot].ticker.version} '
-                    '(restarted with a release the fleet switched from?): its standby keeps '
-                    'it; restart this instance with the live release'
+                    '(restarted with a release the fleet switched from?): the peer serving '
+                    'it keeps it; restart this instance with the live release'
                 )
 
     def _check_links(self) -> None:

@@ -150,6 +150,8 @@ class ActionExpertNode(LifecycleNode):
         # model releases loaded beside the served one (``switch_release``), by name
         self._loads: dict[str, BackgroundLoad] = {}
         self._switch_srv = None
+        # a standby's confirmed release, applied on its instance's clock (between_ticks)
+        self._pending_confirm: str | None = None
         self.diagnostics = NodeDiagnostics(self, reports_as=reports_as)
         # in the robot's namespace, not the node's: an instance's standby node that took
         # the robot over reports where the robot's action_expert does
@@ -442,6 +444,8 @@ class ActionExpertNode(LifecycleNode):
             return True, 'status'
         if not name:
             return False, 'no release named'
+        if phase in ('arm', 'abort'):  # another switch: a pending confirm is moot
+            self._pending_confirm = None
         if phase == 'load':
             if name == t.tag or (t.previous is not None and t.previous.tag == name):
                 return True, f'{name} is already loaded'
@@ -469,10 +473,12 @@ class ActionExpertNode(LifecycleNode):
             return True, f'{name} armed'
         if phase == 'confirm':
             if name != t.tag and self._standby_armed(name):
-                # a standby that ticks nothing switches at its first tick (a takeover):
-                # the switch stands, the armed model stays armed until then
+                # a standby ticks nothing, so nothing switched it: its instance's clock
+                # makes the armed model the served one (between_ticks), and from then on
+                # it rolls back, aborts and switches again as the robot's primary does
+                self._pending_confirm = name
                 self._loads = {k: v for k, v in self._loads.items() if v.state == LOADING}
-                return True, f'{name} confirmed: it serves from the first tick of a takeover'
+                return True, f'{name} confirmed: this standby serves it from its next clock tick'
             if name != t.tag:
                 return False, f'{name} is not serving ({t.tag} is)'
             replaced = t.previous.tag if t.previous is not None else ''
@@ -494,6 +500,20 @@ class ActionExpertNode(LifecycleNode):
                 t.previous = None
             return True, f'{name} unloaded'
         return False, f'unknown phase {phase!r} (load, arm, confirm, abort, status)'
+
+    def between_ticks(self) -> None:
+        """On the instance's clock thread, for a standby node: a confirmed release it holds
+        armed becomes the one it serves (one that drives the robot switches on its own
+        tick, as a primary does), and the replaced model is let go."""
+        name, t = self._pending_confirm, self.ticker
+        if name is None or t is None:
+            return
+        if t.tag != name and not self.serves_robot:
+            t.promote_armed(name)
+        if t.tag == name:
+            t.confirm()
+            self._pending_confirm = None
+            self.get_logger().info(f'release {name} confirmed on this standby')
 
     def _standby_armed(self, name: str) -> bool:
         armed = self.ticker.armed

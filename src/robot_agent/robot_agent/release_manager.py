@@ -17,10 +17,12 @@ A switch of some robots to a release:
 4. wait for each robot's first new-version chunk (its action expert's ``switched_at``).
 
 On a fleet of action-expert instances a robot also has a standby node on another
-instance (``/<robot>/action_expert_standby``, found on the graph): it loads and arms the
-release with the robot's action expert, so a takeover after the switch decodes the new
-representations with the new model (the standby ticks nothing until then; its armed
-model serves from its first tick).
+instance (``/<robot>/action_expert_standby``; the live instances' heartbeats on
+``/action_instances`` name them): it loads, arms, aborts and confirms with the robot's
+action expert, so a takeover after the switch decodes the new representations with the
+new model. A standby ticks nothing: confirmed, it serves the release from its instance's
+next tick. A switch while a robot's primary instance is dead fails at that primary's
+service (the standby driving the robot is not switched in its place).
 
 The replaced release stays loaded until **confirm**; a rollback within that window is
 the same switch back, with no load. A canary switches some robots, watches every robot's
@@ -39,10 +41,20 @@ from rclpy.node import Node
 
 from wam_core.releases.objectives import Objectives, RobotSnapshot, RobotWindow, breaches
 from wam_core.releases.registry import Release
-from wam_interfaces.msg import ActionExpertStatus, SafetyGateStatus, WorldExpertStatus
+from wam_interfaces.msg import (
+    ActionExpertStatus,
+    ActionInstanceStatus,
+    SafetyGateStatus,
+    WorldExpertStatus,
+)
 from wam_interfaces.srv import SwitchRelease
 from wam_util import qos
 from wam_util.executors import BackgroundSpinner
+
+# the action-expert instances' heartbeats (action_expert_node.instance)
+INSTANCE_HEARTBEATS = '/action_instances'
+# an instance heard within this long is alive (heartbeats come every tick, 20 ms)
+INSTANCE_LIVE_S = 0.5
 
 
 class SwitchError(RuntimeError):
@@ -124,6 +136,16 @@ class ReleaseManager:
                 lambda m, r=r: self._keep(self.gate_status, r, m),
                 qos.EVENTS,
             )
+        # instance name -> (monotonic s, its latest heartbeat): who stands by for whom
+        self.instances: dict[str, tuple[float, ActionInstanceStatus]] = {}
+        self.node.create_subscription(
+            ActionInstanceStatus,
+            INSTANCE_HEARTBEATS,
+            lambda m: self._keep(self.instances, m.instance, m),
+            qos.EVENTS,
+        )
+        # release -> robots whose standby a switch armed with it, for its confirm
+        self._armed_standbys: dict[str, set[str]] = {}
         self.world_status: dict[str, WorldExpertStatus] = {}
         self.node.create_subscription(
             WorldExpertStatus,
@@ -142,12 +164,15 @@ class ReleaseManager:
             n.destroy_node()
 
     # calls ---------------------------------------------------------------------------
-    def _call(self, client, phase: str, release: str = '', **fields) -> SwitchRelease.Response:
+    def _reachable(self, client) -> None:
         if not client.wait_for_service(timeout_sec=10.0):
             raise SwitchError(
                 f'no expert answers {client.srv_name}: is the stack running (and this '
                 'process on its ROS_DOMAIN_ID)?'
             )
+
+    def _call(self, client, phase: str, release: str = '', **fields) -> SwitchRelease.Response:
+        self._reachable(client)
         req = SwitchRelease.Request(phase=phase, release=release, **fields)
         done = threading.Event()
         future = client.call_async(req)
@@ -156,16 +181,34 @@ class ReleaseManager:
             raise SwitchError(f'{client.srv_name} did not answer {phase} within 10 s')
         return future.result()
 
-    def standbys_of(self, robots: list[str]) -> list[str]:
-        """Those of ``robots`` with a standby node on the graph (an instance fleet's)."""
-        nodes = set(self.node.get_node_names_and_namespaces())
-        return [r for r in robots if r and ('action_expert_standby', f'/{r}') in nodes]
+    def standbys_of(self, robots: list[str], wait_s: float = 2.0) -> list[str]:
+        """Those of ``robots`` with a standby node on a live action-expert instance (heard
+        within INSTANCE_LIVE_S: a killed one's standbys are left out). Waits up to
+        ``wait_s`` for every instance that publishes heartbeats to be heard (none: a
+        fleet without instances); call once the robots' action experts are reachable,
+        as their instances are then discovered."""
+        end = time.monotonic() + wait_s
+        while True:
+            with self._status_lock:
+                now = time.monotonic()
+                live = [m for t, m in self.instances.values() if now - t <= INSTANCE_LIVE_S]
+            if len(live) >= self.node.count_publishers(INSTANCE_HEARTBEATS):
+                break
+            if time.monotonic() > end:
+                break
+            time.sleep(0.02)
+        standing_by = {r for m in live for r in m.standby_robots}
+        return [r for r in robots if r and r in standing_by]
 
-    def _experts(self, robots: list[str]) -> list[tuple[str, object]]:
+    def standby_release(self, robot: str) -> str:
+        """The release the robot's standby node serves (confirmed), from its service."""
+        return self._call(self._standbys[robot], 'status').active_release
+
+    def _experts(self, robots: list[str], standbys: list[str]) -> list[tuple[str, object]]:
         return (
             [('world', self._world)]
             + [(f'{r or "robot"}/action', self._actions[r]) for r in robots]
-            + [(f'{r}/standby', self._standbys[r]) for r in self.standbys_of(robots)]
+            + [(f'{r}/standby', self._standbys[r]) for r in standbys]
         )
 
     def _load(self, release: Release, experts: list, result: SwitchResult) -> None:
@@ -208,8 +251,10 @@ class ReleaseManager:
         robots = list(self.robots if robots is None else robots)
         result = SwitchResult(release.name, robots)
         t_request = time.time()
-        experts = self._experts(robots)
-        result.standbys = [n.split('/')[0] for n, _ in experts if n.endswith('/standby')]
+        for client in [self._world] + [self._actions[r] for r in robots]:
+            self._reachable(client)  # (their instances discovered: their heartbeats heard)
+        result.standbys = self.standbys_of(robots)
+        experts = self._experts(robots, result.standbys)
         try:
             self._load(release, experts, result)
         except SwitchError:
@@ -227,6 +272,9 @@ class ReleaseManager:
         if not res.success:
             self._abort(release.name, experts)
             raise SwitchError(f'world: {res.message}')
+        for armed in self._armed_standbys.values():  # re-armed: another release's no more
+            armed.difference_update(result.standbys)
+        self._armed_standbys.setdefault(release.name, set()).update(result.standbys)
         pending = set(robots)
         deadline = time.monotonic() + 10.0
         while pending:
@@ -264,10 +312,13 @@ class ReleaseManager:
 
     def confirm(self, release: str, robots: list[str] | None = None) -> None:
         robots = list(self.robots if robots is None else robots)
-        for name, client in self._experts(robots):
+        armed = self._armed_standbys.get(release, set())
+        standbys = [r for r in robots if r in armed]  # those its switches armed
+        for name, client in self._experts(robots, standbys):
             res = self._call(client, 'confirm', release)
             if not res.success:
                 raise SwitchError(f'{name}: {res.message}')
+        armed.difference_update(standbys)
 
     # statuses -----------------------------------------------------------------------
     def _latest(self, where: dict, robot: str):

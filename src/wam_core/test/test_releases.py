@@ -238,6 +238,11 @@ def test_an_armed_release_serves_from_its_first_representation_and_never_mixes(e
     t.confirm()
     assert t.previous is None and t.mixed_version_ticks == 0
     assert t.decodes(w0.version) and not t.decodes(w1.version)
+    # a standby's confirm: the armed release serves from now on, no tick needed
+    t.arm(a1, w1.version, 'r1')
+    assert not t.promote_armed('r2') and t.tag == 'r0'
+    assert t.promote_armed('r1') and t.tag == 'r1' and t.model is a1 and t.armed is None
+    assert t.version == w1.version and t.previous.tag == 'r0' and t.mixed_version_ticks == 0
 
 
 def test_a_model_that_does_not_accept_the_representation_is_refused_not_decoded(experts):

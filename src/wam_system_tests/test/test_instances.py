@@ -109,24 +109,40 @@ def test_a_killed_instances_robot_is_taken_over_and_handed_back(fleet):
 def test_a_release_switch_reaches_the_standbys_so_a_takeover_after_it_serves_the_release(
     fleet, tmp_path
 ):
-    """A switch arms each robot's standby node too: killed after the switch, robot1's
-    primary instance (i0) hands robot1 to i1's standby, which decodes the new world
-    version's representations with the new model (before, it kept the launch model and
-    held the robot on `version_mismatch` until the primary came back)."""
+    """A switch loads, arms and confirms each robot's standby node too (found from the
+    instances' heartbeats, as the release command line finds them: no waiting here), and
+    a confirmed standby serves the release from its instance's next tick; a rollback
+    before the confirm leaves it on the release rolled back to. Killed after the switch,
+    robot1's primary instance (i0) hands robot1 to i1's standby, which decodes the new
+    world version with the new model (before, it kept the launch model and held the
+    robot on `version_mismatch`). Last in the module: it leaves the fleet switched."""
     from robot_agent.release_manager import ReleaseManager
+    from wam_core.common.paths import resolve_path
     from wam_core.releases.registry import Registry
     from wam_system_tests.releases_drill import _in_background, write_reseeded_pair
 
     reg = Registry(str(tmp_path / 'releases.db'))
     world, action = write_reseeded_pair(str(tmp_path / 'reseed'), 11)
     reg.register('reseed', world, action, TABLETOP_ARM, 'instances test', actor='test')
-    release = reg.get('reseed')
+    shipped = resolve_path('models/world_expert'), resolve_path('models/action_expert')
+    reg.register('shipped', *shipped, TABLETOP_ARM, 'instances test', actor='test')
+    reseed, back = reg.get('reseed'), reg.get('shipped')
     robots = ['robot1', 'robot2']
     mgr = ReleaseManager(robots, log=lambda m: None)
+
+    def standbys_serve():
+        fleet.spin_for(0.2)  # a clock tick or more: a confirmed standby switches on it
+        return [_in_background(fleet, lambda r=r: mgr.standby_release(r)) for r in robots]
+
     try:
-        fleet.spin_for(30.0, until=lambda: mgr.standbys_of(robots) == robots)
-        res = _in_background(fleet, lambda: mgr.switch(release))
+        res = _in_background(fleet, lambda: mgr.switch(reseed))
+        # rolled back before its confirm: the standbys' armed reseed is replaced
+        _in_background(fleet, lambda: mgr.switch(back))
+        _in_background(fleet, lambda: mgr.confirm('shipped'))
+        assert standbys_serve() == ['shipped', 'shipped']
+        res = _in_background(fleet, lambda: mgr.switch(reseed))
         _in_background(fleet, lambda: mgr.confirm('reseed'))
+        assert standbys_serve() == ['reseed', 'reseed']
     finally:
         mgr.close()
         reg.close()

@@ -263,6 +263,16 @@ class ActionTicker:
         """The switch stands: the replaced model is let go."""
         self.previous = None
 
+    def promote_armed(self, tag: str) -> bool:
+        """Serve the armed release ``tag`` from now on without waiting for its first
+        representation: for a standby that ticks nothing (no tick can mix versions). Call
+        on the thread that ticks; False if that release is not the armed one."""
+        armed = self._armed
+        if armed is None or armed.tag != tag:
+            return False
+        self._switch(armed)
+        return True
+
     def _switch(self, armed: ServedModel) -> None:
         self.previous = ServedModel(self.model, self.version, self.tag)
         subtask = self._subtask

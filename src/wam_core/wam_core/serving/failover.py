@@ -9,9 +9,9 @@ deterministically:
 - A primary claims its robots once it has heard each configured peer (or after
   ``startup_grace_s``): a restarted primary must know whether its standby drives them;
   and each robot only once it has that robot's inputs (``ready``: a joint state and a
-  representation descriptor, of a world version it decodes unless it serves the robot
-  already: one restarted with a release the fleet has switched from leaves the robot
-  to the standby that serves it): a restarted primary that claimed a robot before its
+  representation descriptor, of a world version it decodes while a live peer serves the
+  robot: one restarted with a release the fleet has switched from leaves the robot to
+  the standby that serves it): a restarted primary that claimed a robot before its
   subscriptions had delivered anything took it from a standby that was driving it and
   then held it, `no_joint_state`, until its gate stopped it (a fresh-clone `make test`).
   It serves a claimed robot unless a live peer says it serves it (a standby that took it
@@ -131,12 +131,10 @@ class InstanceRoster:
         if self.linked is None:
             return mine
         return {
-            r
-            for r in mine
-            if r in self.linked or r in self.served or not self._peer_serves(r, now)
+            r for r in mine if r in self.linked or r in self.served or not self.peer_serves(r, now)
         }
 
-    def _peer_serves(self, robot: str, now: float) -> bool:
+    def peer_serves(self, robot: str, now: float) -> bool:
         """Whether a live peer says it drives the robot now."""
         return any(robot in hb.serving and self._alive(hb, now) for hb in self.heard.values())
 
@@ -145,7 +143,7 @@ class InstanceRoster:
         out = set()
         in_grace = now - self.started < self.startup_grace_s
         for robot in self.claimed(now):
-            held = robot not in self.served and self._peer_serves(robot, now)
+            held = robot not in self.served and self.peer_serves(robot, now)
             if not held:
                 out.add(robot)
                 self.served.add(robot)
