@@ -170,7 +170,8 @@ class ActionInstance(Node):
         instance decodes: restarted with the model its parameters name after a release
         switch, it would take the robot from the standby that serves the release and hold
         it (``version_mismatch``); it leaves it there and says why. One that no peer
-        serves, or that it serves itself, is claimed whatever arrives (its holds and
+        serves (none heard serving it for ``startup_grace_s``: a late heartbeat is not a
+        gone peer), or that it serves itself, is claimed whatever arrives (its holds and
         their reason are then the robot's own status, not a silence its gate stops on)."""
         ready = set()
         for r in self.cfg.robots:
@@ -182,7 +183,7 @@ class ActionInstance(Node):
             if (
                 r in self.serving
                 or node.ticker.decodes(seen)
-                or not self.roster.peer_serves(r, now)
+                or not self.roster.peer_served_within(r, now, self.cfg.startup_grace_s)
             ):
                 ready.add(r)
                 self.undecodable.pop(r, None)

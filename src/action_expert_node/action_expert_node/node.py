@@ -21,6 +21,7 @@ executing the running chunk meanwhile. Its typed status goes to ~/status with ev
 from __future__ import annotations
 
 import math
+import threading
 import time
 
 import numpy as np
@@ -150,8 +151,10 @@ class ActionExpertNode(LifecycleNode):
         # model releases loaded beside the served one (``switch_release``), by name
         self._loads: dict[str, BackgroundLoad] = {}
         self._switch_srv = None
-        # a standby's confirmed release, applied on its instance's clock (between_ticks)
+        # a standby's confirmed release, applied on its instance's clock (between_ticks);
+        # the lock keeps that apart from the executor's switch phases
         self._pending_confirm: str | None = None
+        self._switch_lock = threading.Lock()
         self.diagnostics = NodeDiagnostics(self, reports_as=reports_as)
         # in the robot's namespace, not the node's: an instance's standby node that took
         # the robot over reports where the robot's action_expert does
@@ -430,7 +433,8 @@ class ActionExpertNode(LifecycleNode):
         """SwitchRelease phases (see the .srv): load beside the served model, arm it to take
         over at its first representation, confirm, abort, status."""
         try:
-            ok, message = self._switch_phase(request)
+            with self._switch_lock:
+                ok, message = self._switch_phase(request)
         except Exception as exc:  # a bad request never takes the node down
             ok, message = False, f'{type(exc).__name__}: {exc}'
         return self._switch_response(request.release, response, ok, message)
@@ -505,14 +509,23 @@ class ActionExpertNode(LifecycleNode):
         """On the instance's clock thread, for a standby node: a confirmed release it holds
         armed becomes the one it serves (one that drives the robot switches on its own
         tick, as a primary does), and the replaced model is let go."""
-        name, t = self._pending_confirm, self.ticker
-        if name is None or t is None:
+        if self._pending_confirm is None or self.ticker is None:
             return
-        if t.tag != name and not self.serves_robot:
-            t.promote_armed(name)
-        if t.tag == name:
-            t.confirm()
-            self._pending_confirm = None
+        if not self._switch_lock.acquire(blocking=False):
+            return  # a switch phase runs on the executor: the next tick
+        try:
+            name, t = self._pending_confirm, self.ticker
+            if name is None:
+                return
+            if t.tag != name and not self.serves_robot:
+                t.promote_armed(name)
+            done = t.tag == name
+            if done:
+                t.confirm()
+                self._pending_confirm = None
+        finally:
+            self._switch_lock.release()
+        if done:
             self.get_logger().info(f'release {name} confirmed on this standby')
 
     def _standby_armed(self, name: str) -> bool:

@@ -53,8 +53,9 @@ from wam_util.executors import BackgroundSpinner
 
 # the action-expert instances' heartbeats (action_expert_node.instance)
 INSTANCE_HEARTBEATS = '/action_instances'
-# an instance heard within this long is alive (heartbeats come every tick, 20 ms)
-INSTANCE_LIVE_S = 0.5
+# an instance heard within this long is alive (heartbeats come every tick, 20 ms; this
+# process's spinner may lag on a loaded host)
+INSTANCE_LIVE_S = 1.0
 
 
 class SwitchError(RuntimeError):
@@ -142,7 +143,7 @@ class ReleaseManager:
             ActionInstanceStatus,
             INSTANCE_HEARTBEATS,
             lambda m: self._keep(self.instances, m.instance, m),
-            qos.EVENTS,
+            qos.SENSOR,  # 50 Hz per instance: the newest is all it needs
         )
         # release -> robots whose standby a switch armed with it, for its confirm
         self._armed_standbys: dict[str, set[str]] = {}
@@ -181,24 +182,38 @@ class ReleaseManager:
             raise SwitchError(f'{client.srv_name} did not answer {phase} within 10 s')
         return future.result()
 
+    def _live_instances(self) -> list[ActionInstanceStatus]:
+        with self._status_lock:
+            now = time.monotonic()
+            return [m for t, m in self.instances.values() if now - t <= INSTANCE_LIVE_S]
+
     def standbys_of(self, robots: list[str], wait_s: float = 2.0) -> list[str]:
         """Those of ``robots`` with a standby node on a live action-expert instance (heard
-        within INSTANCE_LIVE_S: a killed one's standbys are left out). Waits up to
-        ``wait_s`` for every instance that publishes heartbeats to be heard (none: a
-        fleet without instances); call once the robots' action experts are reachable,
-        as their instances are then discovered."""
+        within INSTANCE_LIVE_S: a killed one's standbys are left out). Call once the
+        robots' action experts are reachable: with no heartbeat publisher discovered by
+        then there are no instances. Otherwise it waits up to ``wait_s`` until every
+        discovered instance is heard and every robot is named as someone's standby (one
+        instance: none can be), and logs the robots it found none for on a fleet of
+        several (a takeover after the switch would hold them)."""
+        if self.node.count_publishers(INSTANCE_HEARTBEATS) == 0:
+            return []
+        wanted = {r for r in robots if r}
         end = time.monotonic() + wait_s
         while True:
-            with self._status_lock:
-                now = time.monotonic()
-                live = [m for t, m in self.instances.values() if now - t <= INSTANCE_LIVE_S]
-            if len(live) >= self.node.count_publishers(INSTANCE_HEARTBEATS):
+            live = self._live_instances()
+            standing_by = {r for m in live for r in m.standby_robots}
+            heard_all = len(live) >= self.node.count_publishers(INSTANCE_HEARTBEATS)
+            if heard_all and (wanted <= standing_by or len(live) == 1):
                 break
             if time.monotonic() > end:
                 break
             time.sleep(0.02)
-        standing_by = {r for m in live for r in m.standby_robots}
-        return [r for r in robots if r and r in standing_by]
+        if wanted - standing_by and len(live) > 1:
+            self.log(
+                f'no standby heard for {", ".join(sorted(wanted - standing_by))}: a takeover '
+                'after this switch would hold them (version_mismatch)'
+            )
+        return [r for r in robots if r in standing_by]
 
     def standby_release(self, robot: str) -> str:
         """The release the robot's standby node serves (confirmed), from its service."""
@@ -263,6 +278,10 @@ class ReleaseManager:
         t_commit = time.time()
         # the robots' action experts, then their standbys: all armed before the commit
         arms = [(n, c) for n, c in experts if n != 'world']
+        # from the first arm on, a standby holds this release or (aborted) none armed: an
+        # earlier release it held armed is no longer its to confirm
+        for armed in self._armed_standbys.values():
+            armed.difference_update(result.standbys)
         for name, client in arms:
             res = self._call(client, 'arm', release.name)
             if not res.success:
@@ -272,8 +291,6 @@ class ReleaseManager:
         if not res.success:
             self._abort(release.name, experts)
             raise SwitchError(f'world: {res.message}')
-        for armed in self._armed_standbys.values():  # re-armed: another release's no more
-            armed.difference_update(result.standbys)
         self._armed_standbys.setdefault(release.name, set()).update(result.standbys)
         pending = set(robots)
         deadline = time.monotonic() + 10.0
@@ -314,6 +331,12 @@ class ReleaseManager:
         robots = list(self.robots if robots is None else robots)
         armed = self._armed_standbys.get(release, set())
         standbys = [r for r in robots if r in armed]  # those its switches armed
+        if standbys:  # on a live instance (a killed one's would time the confirm out)
+            live = {r for m in self._live_instances() for r in m.standby_robots}
+            if set(standbys) - live:
+                gone = ', '.join(sorted(set(standbys) - live))
+                self.log(f'the standby of {gone} is gone: not confirmed')
+            standbys = [r for r in standbys if r in live]
         for name, client in self._experts(robots, standbys):
             res = self._call(client, 'confirm', release)
             if not res.success:

@@ -83,6 +83,23 @@ def test_a_restarted_primary_claims_a_robot_only_once_that_robots_inputs_arrived
     assert back.serving(1.16) == {'r1', 'r2'}
 
 
+def test_a_peer_that_served_a_robot_lately_is_not_gone_for_one_late_heartbeat():
+    """A restarted primary that cannot decode a robot's representations defers to the peer
+    serving it (action_expert_node.instance): past the 100 ms takeover bound that peer
+    is silent, not gone; only after the window asked for is it."""
+    i0, i1 = pair()
+    beat(i0, i1, 0.0)
+    assert i1.serving(0.2) == {'r1', 'r2', 'r3', 'r4'}  # i0 died
+    back = InstanceRoster('i0', ('r1', 'r2'), ('r3', 'r4'), ('i1',), 0.1, 5.0, started=1.0)
+    beat(i1, back, 1.0)
+    assert back.peer_serves('r1', 1.05) and back.peer_served_within('r1', 1.05, 5.0)
+    # i1's heartbeats late by 300 ms: silent past the takeover bound, served lately
+    assert not back.peer_serves('r1', 1.3)
+    assert back.peer_served_within('r1', 1.3, 5.0)
+    assert not back.peer_served_within('r1', 6.1, 5.0)
+    assert not back.peer_served_within('r9', 1.05, 5.0)  # nobody's
+
+
 def test_a_restarted_primary_claims_a_driven_robot_back_only_once_its_chunks_reach_the_gate():
     """The gate discovers a restarted primary's new publisher hundreds of ms after it first
     publishes: a robot handed back before that goes without chunks at its gate."""

@@ -138,6 +138,13 @@ class InstanceRoster:
         """Whether a live peer says it drives the robot now."""
         return any(robot in hb.serving and self._alive(hb, now) for hb in self.heard.values())
 
+    def peer_served_within(self, robot: str, now: float, within_s: float) -> bool:
+        """Whether a peer said it drove the robot in its latest heartbeat, heard within
+        ``within_s``: a late heartbeat or two does not count as the peer gone."""
+        return any(
+            robot in hb.serving and self.silence(hb, now) <= within_s for hb in self.heard.values()
+        )
+
     def serving(self, now: float) -> set[str]:
         """The robots to tick now."""
         out = set()
