@@ -179,11 +179,12 @@ class ActionInstance(Node):
             if not (node.ready and node.ticker.has_inputs):
                 self.undecodable.pop(r, None)
                 continue
+            if r in self.serving:  # the usual case: nothing more to look at
+                ready.add(r)
+                continue
             seen = node.ticker.descriptor_version
-            if (
-                r in self.serving
-                or node.ticker.decodes(seen)
-                or not self.roster.peer_served_within(r, now, self.cfg.startup_grace_s)
+            if node.ticker.decodes(seen) or not self.roster.peer_served_within(
+                r, now, self.cfg.startup_grace_s
             ):
                 ready.add(r)
                 self.undecodable.pop(r, None)

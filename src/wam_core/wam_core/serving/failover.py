@@ -136,7 +136,7 @@ class InstanceRoster:
 
     def peer_serves(self, robot: str, now: float) -> bool:
         """Whether a live peer says it drives the robot now."""
-        return any(robot in hb.serving and self._alive(hb, now) for hb in self.heard.values())
+        return self.peer_served_within(robot, now, self.takeover_after_s)
 
     def peer_served_within(self, robot: str, now: float, within_s: float) -> bool:
         """Whether a peer said it drove the robot in its latest heartbeat, heard within
