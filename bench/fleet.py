@@ -3,7 +3,9 @@
     python bench/fleet.py [--robots 1,2,4,8] [--seconds 60] [--warmup 15]
                           [--robots-per-instance 2]
 
-For each N: N synthetic robots (30 Hz cameras, 128 px, 100 Hz joint states) under
+The sizes are ``--robots`` plus, when the capacity planner runs first (the default), its
+predicted capacity and the size after it, so that a prediction is checked where it was
+made. For each N: N synthetic robots (30 Hz cameras, 128 px, 100 Hz joint states) under
 /robot<k>/, one world expert for all of them, the robots' action experts in
 ceil(N / robots-per-instance) action-expert instances (one process, one clock and one
 model each, each the standby of the next one's robots; 0: a process per robot), and a
@@ -34,125 +36,13 @@ of bench/report.json.
 from __future__ import annotations
 
 import argparse
-import math
-import os
-import random
 import sys
 import tempfile
-import time
 
 from robot_agent.capacity import one_view_pair
-from robot_agent.fleet import Fleet
+from robot_agent.fleet_measure import LIMITS, instances_for, measure
+from wam_core.serving.capacity import largest_carried
 from wam_system_tests.report import update_report
-
-LIMITS = {
-    'tick_ms_p99': 12.0,
-    'period_ms_p99': 21.0,
-    'degraded_share': 0.01,
-    'obs_to_action_ms_p99': 60.0,
-}
-
-
-def _counts(fleet: Fleet) -> dict[str, tuple[float, float]]:
-    out = {}
-    for r in fleet.names:
-        a = fleet.monitors[r].action
-        out[r] = (float(a.ticks), float(a.degraded_ticks)) if a is not None else (0.0, 0.0)
-    return out
-
-
-def _worst(values: list[float]) -> float:
-    finite = [v for v in values if math.isfinite(v)]
-    return max(finite) if finite else float('nan')
-
-
-def instances_for(n: int, per_instance: int) -> int:
-    """Action-expert instances for n robots (0: a process per robot)."""
-    return math.ceil(n / per_instance) if per_instance > 0 else 0
-
-
-def measure(
-    n: int,
-    seconds: float,
-    warmup: float,
-    cache: str = 'shm',
-    extra: list[str] | None = None,
-    instances: int = 0,
-) -> dict:
-    os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
-    shm = f'wam_fleet_{os.getpid()}_{n}'
-    t_start = time.monotonic()
-    fleet = Fleet(
-        n,
-        'multi',
-        robot='synthetic',
-        cache=cache,
-        extra_args=['-p', f'repr_cache.shm_name:={shm}', *(extra or [])],
-        instances=instances,
-    )
-    try:
-        fleet.wait_ready(300)
-        up_s = time.monotonic() - t_start
-        fleet.spin_for(warmup)
-        before, cpu0 = _counts(fleet), fleet.cpu_seconds_by_role()
-        fleet.spin_for(seconds)
-        after, cpu1 = _counts(fleet), fleet.cpu_seconds_by_role()
-        ttl = _worst([fleet.monitors[r].action.ttl_ms for r in fleet.names])
-        stats = {r: fleet.robot_stats(r) for r in fleet.names}
-        reasons: dict[str, int] = {}
-        for r in fleet.names:
-            for rc in fleet.monitors[r].action.degraded:
-                reasons[rc.reason] = reasons.get(rc.reason, 0) + int(rc.count)
-        mem = fleet.memory_mb()
-        batch = fleet.batch_mean()
-    finally:
-        fleet.shutdown()
-    degraded = {}
-    for r in stats:
-        ticks = after[r][0] - before[r][0]
-        degraded[r] = (after[r][1] - before[r][1]) / ticks if ticks else float('nan')
-    calls = [s['world_calls_per_frame'] for s in stats.values()]
-    out = {
-        'tick_ms_p99': _worst([s['tick_ms_p99'] for s in stats.values()]),
-        'period_ms_p99': _worst([s['period_ms_p99'] for s in stats.values()]),
-        'repr_age_ms_p99': _worst([s['repr_age_ms_p99'] for s in stats.values()]),
-        'obs_to_action_ms_p99': _worst([s['obs_to_action_ms_p99'] for s in stats.values()]),
-        'world_calls_per_frame': max(calls, key=lambda c: abs(c - 1.0) if math.isfinite(c) else 9),
-        'world_calls_per_frame_by_robot': calls,
-        'batch_mean': batch,
-        'degraded_share': _worst(list(degraded.values())),
-        'rss_mb_total': mem['rss_mb_total'],
-        'pss_mb_total': mem['pss_mb_total'],
-        'chunk_hz_by_robot': [s['chunk_hz'] for s in stats.values()],
-        'cache_read_ms_p99': _worst([s['cache_read_ms_p99'] for s in stats.values()]),
-        'fetch_ms_p50': _worst([s['fetch_ms_p50'] for s in stats.values()]),
-        'fetch_ms_p99': _worst([s['fetch_ms_p99'] for s in stats.values()]),
-        'cache_read_ms_p50': _worst([s['cache_read_ms_p50'] for s in stats.values()]),
-        'bring_up_s': up_s,
-        # where the time goes: CPU cores used by role over the measured window (2 here);
-        # 'robots' is this process: the synthetic robots and the monitors
-        'cpu_cores': {k: (cpu1[k] - cpu0[k]) / seconds for k in cpu0},
-        # the layout: one world expert for the fleet; action-expert processes
-        'instances': {
-            'world': 1,
-            'action': instances or n,
-            'robots_per_action_instance': math.ceil(n / instances) if instances else 1,
-            'layout': [list(p.robots) for p in fleet.layout] if instances else [],
-        },
-        'ttl_ms': ttl,
-        'degraded_by_reason_since_bring_up': reasons,
-        'world_encode_ms_p50': _worst([s['encode_ms_p50'] for s in stats.values()]),
-        'world_encode_ms_p99': _worst([s['encode_ms_p99'] for s in stats.values()]),
-        'capture_to_published_ms_p50': _worst(
-            [s['capture_to_published_ms_p50'] for s in stats.values()]
-        ),
-        'capture_to_published_ms_p99': _worst(
-            [s['capture_to_published_ms_p99'] for s in stats.values()]
-        ),
-    }
-    out['within_limits'] = all(out[k] <= v for k, v in LIMITS.items())
-    out['misses'] = [f'{k} {out[k]:.3g} > {v}' for k, v in LIMITS.items() if not out[k] <= v]
-    return out
 
 
 def curve(counts: list[int], args, tag: str, extra: list[str] | None = None):
@@ -192,11 +82,9 @@ def curve(counts: list[int], args, tag: str, extra: list[str] | None = None):
             + (f'; misses: {", ".join(r["misses"])}' if r['misses'] else ''),
             flush=True,
         )
-    measured = [n for n in counts if str(n) in per_n]
-    failing = [n for n in measured if not per_n[str(n)]['within_limits']]
-    # the largest N below the first failing one: a fleet grows one robot at a time
-    capacity = max([n for n in measured if not failing or n < failing[0]], default=0)
-    return per_n, capacity, failing[0] if failing else None
+    carried = {n: per_n[str(n)]['within_limits'] for n in counts if str(n) in per_n}
+    failing = [n for n in sorted(carried) if not carried[n]]
+    return per_n, largest_carried(carried), failing[0] if failing else None
 
 
 def capacity_plan(one_view: bool) -> dict:
@@ -207,11 +95,23 @@ def capacity_plan(one_view: bool) -> dict:
     return run(one_view, log=lambda m: print(f'[{tag}] {m}', flush=True))
 
 
+def with_prediction(counts: list[int], planned: dict | None) -> list[int]:
+    """The curve's sizes plus the planner's prediction and the size after it (within the
+    curve's range): a prediction is checked where it was made, not between two points of
+    a coarse grid (1, 2, 4, 8 said 'carries 2 but not 4' and left 3 unmeasured)."""
+    if not planned:
+        return counts
+    p = planned['predicted_robots']
+    extra = {n for n in (p, p + 1) if 1 <= n <= max(counts)}
+    return sorted(set(counts) | extra)
+
+
 def planner_section(planned: dict, measured: int) -> dict:
     """The prediction beside the measured capacity: within 25 % of it (0 only for 0)."""
     predicted = planned['predicted_robots']
     return {
         'predicted_robots': predicted,
+        'model_robots': planned.get('model_robots', predicted),
         'measured_robots': measured,
         'within_25pct': abs(predicted - measured) <= 0.25 * measured,
         'plan': planned,
@@ -237,8 +137,8 @@ def main(argv=None) -> int:
         help='robots per action-expert instance (0: an action-expert process per robot)',
     )
     args = ap.parse_args(argv)
-    counts = [int(x) for x in args.robots.split(',')]
     planned = None if args.no_planner else capacity_plan(False)
+    counts = with_prediction([int(x) for x in args.robots.split(',')], planned)
     per_n, capacity, first = curve(counts, args, 'fleet')
     base = per_n[str(counts[0])]
     per_robot_mb = {
@@ -270,7 +170,9 @@ def main(argv=None) -> int:
         # does to the capacity
         ov_planned = None if args.no_planner else capacity_plan(True)
         with tempfile.TemporaryDirectory() as tmp:
-            ov_counts = [int(x) for x in args.one_view_robots.split(',')]
+            ov_counts = with_prediction(
+                [int(x) for x in args.one_view_robots.split(',')], ov_planned
+            )
             ov_per_n, ov_capacity, ov_first = curve(
                 ov_counts, args, 'fleet one view', one_view_pair(tmp)[1]
             )
@@ -291,8 +193,8 @@ def main(argv=None) -> int:
     ):
         if sec:
             print(
-                f'[fleet{key}] planner predicted {sec["predicted_robots"]}, measured '
-                f'{sec["measured_robots"]}',
+                f'[fleet{key}] planner predicted {sec["predicted_robots"]} (its cost model '
+                f'alone {sec["model_robots"]}), measured {sec["measured_robots"]}',
                 flush=True,
             )
     if 'one_view' in fleet_section:

@@ -1,8 +1,9 @@
 """Capacity planner: how many robots this host carries with a model pair, and how many
 world and action instances N robots need.
 
-    python -m robot_agent.capacity [--one-view] [--seconds 20] [--utilization 0.7]
-                                   [--redundancy 0] [--robots 1,2,4,8] [--json FILE]
+    python -m robot_agent.capacity [--one-view] [--seconds 20] [--utilization 0.85]
+                                   [--thread-utilization 0.7] [--redundancy 0]
+                                   [--robots 1,2,4,8] [--json FILE]
 
 It measures the pair's unit costs here (``wam_core.serving.capacity``: world encode at
 batch 1/2/4/8, action prepare and decode, the gate's check of a chunk), then the
@@ -10,7 +11,9 @@ processes of 1 and of 2 synthetic robots on one action-expert instance for
 ``--seconds`` each (the shm cache, as ``bench/fleet.py`` runs them) for what each robot
 and the processes themselves cost besides the models' arithmetic, and prints the
 predicted cores by role and instances for each N (2 robots per instance, as the
-curve), and the host's capacity.
+curve), and the host's capacity: the cost model's, checked against the two probes
+(measured by the curve's code, ``robot_agent.fleet_measure``, and judged on the
+curve's rule for degraded ticks: under 1 % over the measured window).
 ``--one-view``: a seeded one-view pair of the same architecture on the front camera.
 """
 
@@ -19,11 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import sys
 import tempfile
 from dataclasses import asdict
 
+from robot_agent.fleet_measure import WINDOW_LIMITS, judge, measure
 from wam_core.common.config import ActionExpertParams, HarnessParams, WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config, resolve_path
@@ -71,54 +74,49 @@ def measure_pair(param_files: list[str], log=print) -> cap.ComputeCosts:
 
 def measure_robot_overheads(
     costs: cap.ComputeCosts, extra: list[str], seconds: float, warmup: float, log=print
-) -> tuple[cap.RobotOverheads, dict[str, dict[str, float]]]:
+) -> tuple[cap.RobotOverheads, dict[int, dict]]:
     """1, then 2 synthetic robots' processes on one instance for ``seconds`` each: cores
-    by role, less the compute, split into per robot and fixed."""
-    measured = {n: robots_cores(n, extra, seconds, warmup, log) for n in (1, 2)}
-    return cap.overheads_from_two(measured[1], measured[2], costs, CAMERA_HZ), measured
+    by role, less the compute, split into per robot and fixed; and each probe's figures
+    (``fleet_measure.measure``'s, and whether it was ``carried``)."""
+    probes = {n: probe(n, extra, seconds, warmup, log) for n in (1, 2)}
+    overheads = cap.overheads_from_two(
+        probes[1]['cpu_cores'], probes[2]['cpu_cores'], costs, CAMERA_HZ
+    )
+    return overheads, probes
 
 
-def robots_cores(
-    robots: int, extra: list[str], seconds: float, warmup: float, log=print
-) -> dict[str, float]:
-    """CPU cores by role of ``robots`` synthetic robots' processes on one instance."""
-    from robot_agent.fleet import Fleet
-
-    os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
+def probe(robots: int, extra: list[str], seconds: float, warmup: float, log=print) -> dict:
+    """``robots`` synthetic robots' processes on one instance, measured as the curve
+    measures a size; judged by the limits counted over its measured window alone
+    (``carried``: its degraded ticks; its percentiles reach back into its bring-up)."""
     log(
         f'{robots} robot(s) with their processes: {warmup:.0f} s warm-up, {seconds:.0f} s '
         'measured ...'
     )
-    shm = f'wam_capacity_{os.getpid()}_{robots}'
-    fleet = Fleet(
-        robots,
-        'multi',
-        robot='synthetic',
-        extra_args=['-p', f'repr_cache.shm_name:={shm}', *extra],
-        instances=1,
+    out = measure(robots, seconds, warmup, extra=extra, instances=1)
+    out['carried'], window_misses = judge(out, WINDOW_LIMITS)
+    unjudged = [m for m in out['misses'] if m not in window_misses]
+    log(
+        '  cores by role: '
+        + ', '.join(f'{k} {v:.3f}' for k, v in out['cpu_cores'].items())
+        + f'; degraded {out["degraded_share"] * 100:.1f} %, period p99 '
+        f'{out["period_ms_p99"]:.2f} ms, obs->action p99 {out["obs_to_action_ms_p99"]:.1f} ms'
+        + ('; carried' if out['carried'] else '; not carried: ' + ', '.join(window_misses))
+        + (f' (not judged: {", ".join(unjudged)})' if unjudged else '')
     )
-    try:
-        fleet.wait_ready(300)
-        fleet.spin_for(warmup)
-        cpu0 = fleet.cpu_seconds_by_role()
-        fleet.spin_for(seconds)
-        cpu1 = fleet.cpu_seconds_by_role()
-    finally:
-        fleet.shutdown()
-    cores = {k: (cpu1[k] - cpu0[k]) / seconds for k in cpu0}
-    log('  cores by role: ' + ', '.join(f'{k} {v:.3f}' for k, v in cores.items()))
-    return cores
+    return out
 
 
 def run(
     one_view: bool = False,
     seconds: float = 20.0,
-    warmup: float = 8.0,
+    warmup: float = 15.0,
     host_cores: float | None = None,
-    utilization: float = 0.7,
+    utilization: float = cap.HOST_UTILIZATION,
     redundancy: float = 0.0,
     robots=(1, 2, 4, 8),
     log=print,
+    thread_utilization: float = cap.THREAD_UTILIZATION,
 ) -> dict:
     """Measure and predict; the result as a dict (what ``--json`` writes)."""
     host_cores = float(host_cores or os.cpu_count() or 1)
@@ -129,15 +127,18 @@ def run(
             path, extra = one_view_pair(tmp)
             files.append(path)
         costs = measure_pair(files, log)
-        overheads, measured = measure_robot_overheads(costs, extra, seconds, warmup, log)
+        overheads, probes = measure_robot_overheads(costs, extra, seconds, warmup, log)
     kw = dict(
         camera_hz=CAMERA_HZ,
         utilization=utilization,
+        thread_utilization=thread_utilization,
         redundancy=redundancy,
         max_batch=world_cfg.batch.max_size,
     )
     plans = {n: cap.plan(n, costs, overheads, host_cores, **kw) for n in robots}
-    capacity = cap.host_capacity(costs, overheads, host_cores, **kw)
+    model_capacity = cap.host_capacity(costs, overheads, host_cores, **kw)
+    carried = {n: bool(p['carried']) for n, p in probes.items()}
+    capacity = cap.capacity_with_probes(model_capacity, carried)
     log(
         'beyond the models, per robot: '
         + ', '.join(f'{k} {v:.3f}' for k, v in overheads.cores.items())
@@ -156,21 +157,28 @@ def run(
             f'{"":>9}{p.world_instances}/{p.action_instances}'
             + ('' if p.fits else f'  does not fit: {p.why_not}')
         )
+    probed = ', '.join(f'{n}: {"carried" if ok else "not carried"}' for n, ok in carried.items())
     log(
-        f'predicted capacity: {capacity} robot(s) on {host_cores:g} cores at '
-        f'{utilization:g} utilization ({"one view" if one_view else "shipped two-view pair"})'
+        f'predicted capacity: {capacity} robot(s) on {host_cores:g} cores '
+        f'({"one view" if one_view else "shipped two-view pair"}): the cost model at '
+        f'{utilization:g} of the cores and {thread_utilization:g} of the encoder thread '
+        f'{model_capacity}; the probes {probed}'
     )
     return {
         'predicted_robots': capacity,
+        'model_robots': model_capacity,
+        'probes_carried': {str(n): ok for n, ok in carried.items()},
         'host_cores': host_cores,
         'utilization': utilization,
+        'thread_utilization': thread_utilization,
         'redundancy': redundancy,
         'views': costs.views,
         'unit_costs': asdict(costs),
         'per_robot_overhead_cores': overheads.cores,
         'fixed_overhead_cores': overheads.fixed,
-        'measured_one_robot_cores': measured[1],
-        'measured_two_robot_cores': measured[2],
+        'measured_one_robot_cores': probes[1]['cpu_cores'],
+        'measured_two_robot_cores': probes[2]['cpu_cores'],
+        'probes': {str(n): p for n, p in probes.items()},
         'per_n': {str(n): asdict(p) for n, p in plans.items()},
     }
 
@@ -181,13 +189,20 @@ def main(argv=None) -> int:
     )
     ap.add_argument('--one-view', action='store_true', help='a one-view pair (front camera)')
     ap.add_argument('--seconds', type=float, default=20.0, help='one robot measured, s')
-    ap.add_argument('--warmup', type=float, default=8.0)
+    ap.add_argument('--warmup', type=float, default=15.0, help='s before each probe is measured')
     ap.add_argument('--host-cores', type=float, default=None, help='default: this machine')
     ap.add_argument(
         '--utilization',
         type=float,
-        default=0.7,
-        help='share of the cores (and of the encoder thread) the plan may use',
+        default=cap.HOST_UTILIZATION,
+        help="share of the host's cores the plan may use",
+    )
+    ap.add_argument(
+        '--thread-utilization',
+        type=float,
+        default=cap.THREAD_UTILIZATION,
+        help="share of one core the world expert's encoder thread (and an instance's "
+        'clock) may use',
     )
     ap.add_argument('--redundancy', type=float, default=0.0, help='spare instances, 0.5 = +50%%')
     ap.add_argument('--robots', default='1,2,4,8')
@@ -195,6 +210,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if not 0 < args.utilization <= 1:
         ap.error('--utilization must be in (0, 1]')
+    if not 0 < args.thread_utilization <= 1:
+        ap.error('--thread-utilization must be in (0, 1]')
     if args.redundancy < 0:
         ap.error('--redundancy must be >= 0')
     try:
@@ -210,6 +227,7 @@ def main(argv=None) -> int:
         args.redundancy,
         robots,
         log=lambda m: print(m, flush=True),
+        thread_utilization=args.thread_utilization,
     )
     if args.json:
         with open(args.json, 'w', encoding='utf-8') as fh:

@@ -8,8 +8,10 @@ import pytest
 from wam_core.serving.capacity import (
     ComputeCosts,
     RobotOverheads,
+    capacity_with_probes,
     encode_at,
     host_capacity,
+    largest_carried,
     overheads_from_two,
     plan,
     queue_batch,
@@ -37,7 +39,7 @@ def test_cores_grow_with_robots_and_instances_follow_the_sizing_rule():
     p4 = plan(4, COSTS, NO_OVERHEAD, 2.0)
     assert p4.total_cores > 3 * p1.total_cores
     # action: 50 ticks/s x (0.4 + 0.1 x 30/50) ms = 2.3 % of a core per robot; one
-    # instance at 70 % utilization carries ~30 robots, with 100 % redundancy two
+    # instance at 70 % of its clock thread carries ~30 robots, with 100 % redundancy two
     assert plan(20, COSTS, NO_OVERHEAD, 64.0).action_instances == 1
     assert plan(20, COSTS, NO_OVERHEAD, 64.0, redundancy=1.0).action_instances == 2
     assert plan(40, COSTS, NO_OVERHEAD, 64.0).action_instances == 2
@@ -79,3 +81,34 @@ def test_overheads_split_into_each_robots_cost_and_the_processes_fixed_cost():
     cheap = overheads_from_two({'world': 0.5}, {'world': 0.4}, COSTS)
     assert cheap.cores['world'] == 0.0
     assert overheads_from_two({}, {}, COSTS).fixed['world'] == 0.0
+
+
+def test_the_host_and_the_encoder_thread_have_their_own_budgets():
+    heavy = RobotOverheads({'world': 0.1, 'action': 0.2, 'harness': 0.1, 'robots': 0.2})
+    # the host budget moves the core-bound capacity, not the encoder thread's
+    tight, loose = (host_capacity(COSTS, heavy, 2.0, utilization=u) for u in (0.5, 0.9))
+    assert tight < loose
+    assert 'cores' in plan(loose + 1, COSTS, heavy, 2.0, utilization=0.9).why_not
+    # on a big host the encoder thread decides, by its own budget
+    a, b = (host_capacity(COSTS, NO_OVERHEAD, 256.0, thread_utilization=t) for t in (0.5, 0.9))
+    assert a < b
+    over = plan(a + 1, COSTS, NO_OVERHEAD, 256.0, thread_utilization=0.5)
+    assert 'encoder thread' in over.why_not
+
+
+def test_a_fleet_grows_one_robot_at_a_time():
+    assert largest_carried({1: True, 2: True, 4: False, 8: True}) == 2  # 8 does not count
+    assert largest_carried({1: False, 2: True}) == 0
+    assert largest_carried({2: True, 3: True}) == 3
+    assert largest_carried({}) == 0
+
+
+def test_the_model_is_checked_against_the_sizes_the_planner_watched():
+    # the model too cautious: the probe of 2 robots met the limits
+    assert capacity_with_probes(1, {1: True, 2: True}) == 2
+    # the model too bold: the probe of 2 robots missed them
+    assert capacity_with_probes(3, {1: True, 2: False}) == 1
+    assert capacity_with_probes(3, {1: False, 2: True}) == 0
+    # beyond the probes the model decides
+    assert capacity_with_probes(4, {1: True, 2: True}) == 4
+    assert capacity_with_probes(0, {}) == 0

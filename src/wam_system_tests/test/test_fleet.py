@@ -126,3 +126,21 @@ def test_a_world_expert_fault_stops_every_robot(fleet):
         fleet.spin_for(0.1)
     for robot, x in fleet.monitors.items():
         assert 'world_expert ERROR: injected fault' in x.gate.stop_reason, robot
+
+
+def test_a_probe_is_judged_on_its_window_and_the_curve_on_every_limit():
+    from robot_agent.fleet_measure import LIMITS, WINDOW_LIMITS, judge
+
+    # a short probe: its percentiles reach into the bring-up, its degraded count does not
+    figures = {
+        'tick_ms_p99': 5.0,
+        'period_ms_p99': 20.2,
+        'degraded_share': 0.008,
+        'obs_to_action_ms_p99': 71.7,
+    }
+    ok, misses = judge(figures)
+    assert not ok and misses == ['obs_to_action_ms_p99 71.7 > 60.0']
+    assert judge(figures, WINDOW_LIMITS) == (True, [])
+    # a window with no ticks counted (NaN) is not carried
+    assert not judge({**figures, 'degraded_share': float('nan')}, WINDOW_LIMITS)[0]
+    assert set(WINDOW_LIMITS) <= set(LIMITS)

@@ -20,10 +20,27 @@ with the world expert's per-instance throughput at the batch its queue forms (fr
 arriving while one batch encodes make up the next: b = max(1, rate * encode(b)), solved
 as a fixed point over the measured batch sizes), and a host carries N robots while both
 (1) every core-consuming role together stays within ``utilization`` of the host's cores
-and (2) the world expert's encoder thread stays within ``utilization`` of one core (its
-queue, not the core count, sets the representation's latency). ``utilization`` is the
-headroom a 50 Hz loop needs beside the rest: ticks and encodes that wait for a core turn
-into late or stale representations long before the cores are 100 % busy.
+and (2) the world expert's encoder thread stays within ``thread_utilization`` of one
+core (its queue, not the core count, sets the representation's latency; the same share
+of its one clock thread sizes an action-expert instance). Ticks and encodes that wait
+for a core turn into late or stale representations before the cores are 100 % busy,
+hence budgets below 1. They come from the curves of 2026-12-03..06 (docs/benchmarks.md),
+in the planner's own figures: sizes that were carried were planned at up to 0.81 of the
+two cores (two views, N = 2, 2026-12-06: 1.62 cores planned, 1.49 measured, 0.0 %
+degraded), the least planned size that was not carried at 1.03 (one view, N = 4,
+2026-12-05: 2.06 planned, 1.91 measured, period p99 22.58 ms against 21). Hence 0.85,
+nearer the carried side: a plan that says 2 where 3 would do is safe, the other way not.
+Until 2026-12-06 the budget was 0.7, which predicted 1 where 2 were carried. The
+encoder thread's 0.7: two views at N = 4 went stale with that thread ~0.72 busy (its
+queue's batch 2.2-2.5 frames, stamp -> descriptor p99 61-71 ms), one view at N = 4
+(~0.5 busy) degraded 0.0-1.1 % in three of four curves.
+
+The model is checked against the robots the planner watched (``capacity_with_probes``):
+a size its probes carried (fewer than 1 % of ticks degraded over the measured window,
+the curve's rule) is carried whatever the model says, and one they did not carry bounds
+the capacity below it. On a 2-core host whose capacity is
+about 2, the probes of 1 and 2 robots decide most of the answer; the model decides the
+sizes beyond them.
 """
 
 from __future__ import annotations
@@ -36,6 +53,8 @@ import numpy as np
 
 ROLES = ('world', 'action', 'harness', 'robots')
 BATCHES = (1, 2, 4, 8)
+HOST_UTILIZATION = 0.85  # share of the host's cores a plan may use (see above)
+THREAD_UTILIZATION = 0.7  # share of one core a serving thread (the encoder, a clock) may use
 
 
 @dataclass
@@ -97,10 +116,11 @@ def plan(
     host_cores: float,
     camera_hz: float = 30.0,
     control_hz: float = 50.0,
-    utilization: float = 0.7,
+    utilization: float = HOST_UTILIZATION,
     redundancy: float = 0.0,
     max_batch: int = 4,
     robots_per_instance: int = 2,
+    thread_utilization: float = THREAD_UTILIZATION,
 ) -> Plan:
     """What ``robots`` robots cost on one host, and the instances they need
     (``robots_per_instance``: the layout they run in, for the instances' fixed cost)."""
@@ -121,17 +141,17 @@ def plan(
             cores[role] += layout.get(role, 1) * overheads.fixed.get(role, 0.0)
     total = sum(cores.values())
     # the design documents' rule: peak rate / per-instance throughput * (1 + redundancy);
-    # an instance's throughput is what its one thread does within the utilization
-    world_tput = utilization * 1e3 * b / encode_at(costs, b)  # frames/s per world instance
+    # an instance's throughput is what its one thread does within its budget
+    world_tput = thread_utilization * 1e3 * b / encode_at(costs, b)  # frames/s per instance
     action_tick_ms = costs.decode_ms + costs.prepare_ms * camera_hz / control_hz
-    action_tput = utilization * 1e3 / action_tick_ms  # robot ticks/s per action instance
+    action_tput = thread_utilization * 1e3 / action_tick_ms  # robot ticks/s per instance
     world_inst = max(1, math.ceil(frames / world_tput * (1 + redundancy) - 1e-9))
     action_inst = max(1, math.ceil(robots * control_hz / action_tput * (1 + redundancy) - 1e-9))
     why = []
     if total > utilization * host_cores:
         why.append(f'{total:.2f} cores > {utilization:g} x {host_cores:g}')
-    if world_load > utilization:
-        why.append(f'world encoder thread {world_load:.2f} of a core > {utilization:g}')
+    if world_load > thread_utilization:
+        why.append(f'world encoder thread {world_load:.2f} of a core > {thread_utilization:g}')
     return Plan(
         robots,
         b,
@@ -151,6 +171,28 @@ def host_capacity(costs: ComputeCosts, overheads: RobotOverheads, host_cores: fl
     while n < 256 and plan(n + 1, costs, overheads, host_cores, **kw).fits:
         n += 1
     return n
+
+
+def largest_carried(carried: dict[int, bool]) -> int:
+    """The largest size below the first one that missed (``carried``: size -> met the
+    limits): a fleet grows one robot at a time, so a size past a failing one does not
+    count. 0 when the smallest size missed."""
+    n = 0
+    for size in sorted(carried):
+        if not carried[size]:
+            break
+        n = size
+    return n
+
+
+def capacity_with_probes(model_capacity: int, probes: dict[int, bool]) -> int:
+    """The model's capacity checked against the sizes the planner ran (``probes``: size ->
+    met the curve's limits): a probed size that was carried is carried whatever the model
+    says, and the first probed size that missed bounds the capacity below it."""
+    seen = largest_carried(probes)
+    missed = [n for n in sorted(probes) if not probes[n]]
+    n = max(model_capacity, seen)
+    return min(n, missed[0] - 1) if missed else n
 
 
 def overheads_from_two(
