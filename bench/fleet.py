@@ -96,14 +96,13 @@ def capacity_plan(one_view: bool) -> dict:
 
 
 def with_prediction(counts: list[int], planned: dict | None) -> list[int]:
-    """The curve's sizes plus the planner's prediction and the size after it (within the
-    curve's range): a prediction is checked where it was made, not between two points of
-    a coarse grid (1, 2, 4, 8 said 'carries 2 but not 4' and left 3 unmeasured)."""
+    """The curve's sizes plus the planner's prediction and the size after it: a
+    prediction is checked where it was made, not between two points of a coarse grid
+    (1, 2, 4, 8 said 'carries 2 but not 4' and left 3 unmeasured)."""
     if not planned:
         return counts
     p = planned['predicted_robots']
-    extra = {n for n in (p, p + 1) if 1 <= n <= max(counts)}
-    return sorted(set(counts) | extra)
+    return sorted(set(counts) | {n for n in (p, p + 1) if n >= 1})
 
 
 def planner_section(planned: dict, measured: int) -> dict:

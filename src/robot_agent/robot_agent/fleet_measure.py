@@ -4,7 +4,9 @@ a warm-up, each robot's figures reduced to the worst robot's, and the curve's li
 
 ``bench/fleet.py`` measures its curve with it and the capacity planner
 (``robot_agent.capacity``) its probes of 1 and 2 robots, so that a size the planner
-watched and a size the curve measured are judged by the same rule.
+watched and a size the curve measured are measured alike. The curve judges a size by
+every limit (``LIMITS``); a probe, 20 s long, by those counted over its measured window
+alone (``WINDOW_LIMITS``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,21 @@ def _counts(fleet: Fleet) -> dict[str, tuple[float, float]]:
 def _worst(values: list[float]) -> float:
     finite = [v for v in values if math.isfinite(v)]
     return max(finite) if finite else float('nan')
+
+
+def worst_degraded_share(
+    before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]
+) -> float:
+    """The worst robot's share of degraded ticks between two counts (robot -> (ticks,
+    degraded ticks)); NaN, which no limit keeps, when any robot counted no tick: a robot
+    whose action expert stalled is not judged by the others' ticks."""
+    shares = []
+    for r, (ticks0, degraded0) in before.items():
+        ticks = after[r][0] - ticks0
+        if not ticks > 0:
+            return float('nan')
+        shares.append((after[r][1] - degraded0) / ticks)
+    return max(shares) if shares else float('nan')
 
 
 def instances_for(n: int, per_instance: int) -> int:
@@ -84,10 +101,6 @@ def measure(
         batch = fleet.batch_mean()
     finally:
         fleet.shutdown()
-    degraded = {}
-    for r in stats:
-        ticks = after[r][0] - before[r][0]
-        degraded[r] = (after[r][1] - before[r][1]) / ticks if ticks else float('nan')
     calls = [s['world_calls_per_frame'] for s in stats.values()]
     out = {
         'tick_ms_p99': _worst([s['tick_ms_p99'] for s in stats.values()]),
@@ -97,7 +110,7 @@ def measure(
         'world_calls_per_frame': max(calls, key=lambda c: abs(c - 1.0) if math.isfinite(c) else 9),
         'world_calls_per_frame_by_robot': calls,
         'batch_mean': batch,
-        'degraded_share': _worst(list(degraded.values())),
+        'degraded_share': worst_degraded_share(before, after),
         'rss_mb_total': mem['rss_mb_total'],
         'pss_mb_total': mem['pss_mb_total'],
         'chunk_hz_by_robot': [s['chunk_hz'] for s in stats.values()],

@@ -88,6 +88,12 @@ def test_the_host_and_the_encoder_thread_have_their_own_budgets():
     # the host budget moves the core-bound capacity, not the encoder thread's
     tight, loose = (host_capacity(COSTS, heavy, 2.0, utilization=u) for u in (0.5, 0.9))
     assert tight < loose
+    assert host_capacity(COSTS, heavy, 2.0, thread_utilization=0.5) == host_capacity(
+        COSTS, heavy, 2.0, thread_utilization=0.9
+    )
+    assert host_capacity(COSTS, NO_OVERHEAD, 256.0, utilization=0.5) == host_capacity(
+        COSTS, NO_OVERHEAD, 256.0, utilization=0.9
+    )
     assert 'cores' in plan(loose + 1, COSTS, heavy, 2.0, utilization=0.9).why_not
     # on a big host the encoder thread decides, by its own budget
     a, b = (host_capacity(COSTS, NO_OVERHEAD, 256.0, thread_utilization=t) for t in (0.5, 0.9))

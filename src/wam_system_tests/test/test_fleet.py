@@ -144,3 +144,14 @@ def test_a_probe_is_judged_on_its_window_and_the_curve_on_every_limit():
     # a window with no ticks counted (NaN) is not carried
     assert not judge({**figures, 'degraded_share': float('nan')}, WINDOW_LIMITS)[0]
     assert set(WINDOW_LIMITS) <= set(LIMITS)
+
+
+def test_a_robot_that_counted_no_tick_is_not_judged_by_the_others():
+    from robot_agent.fleet_measure import worst_degraded_share
+
+    before = {'robot1': (100.0, 1.0), 'robot2': (100.0, 0.0)}
+    share = worst_degraded_share(before, {'robot1': (200.0, 3.0), 'robot2': (150.0, 1.0)})
+    assert share == 0.02  # the worst robot's: 2 of 100 against 1 of 50
+    # robot2's action expert stalled: no tick counted, so no verdict but NaN
+    stalled = worst_degraded_share(before, {'robot1': (200.0, 1.0), 'robot2': (100.0, 0.0)})
+    assert stalled != stalled

@@ -36,8 +36,8 @@ queue's batch 2.2-2.5 frames, stamp -> descriptor p99 61-71 ms), one view at N =
 (~0.5 busy) degraded 0.0-1.1 % in three of four curves.
 
 The model is checked against the robots the planner watched (``capacity_with_probes``):
-a size its probes carried (fewer than 1 % of ticks degraded over the measured window,
-the curve's rule) is carried whatever the model says, and one they did not carry bounds
+a size its probes carried (at most 1 % of ticks degraded over the measured window, the
+curve's degraded-tick limit) is carried whatever the model says, and one they did not carry bounds
 the capacity below it. On a 2-core host whose capacity is
 about 2, the probes of 1 and 2 robots decide most of the answer; the model decides the
 sizes beyond them.
