@@ -123,3 +123,35 @@ def test_camera_pixels_finds_the_red_apple_in_the_render():
             rows.mean(),
         )
         sim.close()
+
+
+def test_renders_without_helper_threads_unless_asked():
+    """Without a GPU, Mesa's llvmpipe would render on one helper thread per core; the
+    simulator keeps rendering on the calling thread (a user's LP_NUM_THREADS still wins)."""
+    import os
+    import subprocess
+    import sys
+
+    probe = (
+        'import glob\n'
+        'from wam_sim.tabletop import TabletopSim\n'
+        "TabletopSim().render('front')\n"
+        "names = [open(f).read().strip() for f in glob.glob('/proc/self/task/*/comm')]\n"
+        "print(sum(n.startswith('llvmpipe') for n in names))\n"
+    )
+
+    def helper_threads(env_value):
+        env = {k: v for k, v in os.environ.items() if k != 'LP_NUM_THREADS'}
+        if env_value is not None:
+            env['LP_NUM_THREADS'] = env_value
+        out = subprocess.run(
+            [sys.executable, '-c', probe], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert out.returncode == 0, out.stderr
+        return int(out.stdout.strip().splitlines()[-1])
+
+    assert helper_threads(None) == 0
+    asked = helper_threads('2')
+    if asked == 0:
+        pytest.skip('this renderer is not llvmpipe (a GPU driver): nothing to compare')
+    assert asked == 2

@@ -26,6 +26,12 @@ from collections.abc import Sequence
 import numpy as np
 
 os.environ.setdefault('MUJOCO_GL', 'egl')
+# Without a GPU, EGL is Mesa's llvmpipe, which renders on one thread per core. Two
+# 128 px views take the same 5 ms on the calling thread alone and 2 ms less CPU, and its
+# helper threads no longer wake to compete with the encoder and the ticks (the one-process
+# demo's camera stamp -> encoder queue p50 12.7/9.9/9.6/8.4 -> 8.0/7.6/7.6/7.2 ms in
+# alternating runs, 2026-12-07). A GPU's EGL driver ignores it.
+os.environ.setdefault('LP_NUM_THREADS', '0')
 import mujoco  # noqa: E402  (MUJOCO_GL must be set before the import)
 
 from wam_core.common.robot import TABLETOP_ARM  # noqa: E402
