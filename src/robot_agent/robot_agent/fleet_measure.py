@@ -5,8 +5,9 @@ a warm-up, each robot's figures reduced to the worst robot's, and the curve's li
 ``bench/fleet.py`` measures its curve with it and the capacity planner
 (``robot_agent.capacity``) its probes of 1 and 2 robots, so that a size the planner
 watched and a size the curve measured are measured alike. The curve judges a size by
-every limit (``LIMITS``); a probe, 20 s long, by those counted over its measured window
-alone (``WINDOW_LIMITS``).
+every limit (``LIMITS``), and so does a probe measured long enough for its ticks to fill
+the nodes' percentile windows; a shorter probe is judged by the limits counted over its
+measured window alone (``WINDOW_LIMITS``, ``limits_for``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import random
 import time
 
 from robot_agent.fleet import Fleet
+from wam_core.serving.latency import WINDOW_SAMPLES
 
 # a size is carried while its worst robot keeps all of these
 LIMITS = {
@@ -26,10 +28,20 @@ LIMITS = {
     'obs_to_action_ms_p99': 60.0,
 }
 # the limits whose figures are counted over the measured window alone; the percentiles
-# are the nodes' windows of their last 3000 samples, which in a short run reach back
-# into the bring-up (a 20 s probe of 2 robots read obs->action p99 71.7 ms where the
-# curve's 60 s run of the same 2 robots minutes later read 50.8, 2026-12-06)
+# are the nodes' windows of their last WINDOW_SAMPLES samples (one a tick), which in a
+# run shorter than that reach back into the bring-up (a 20 s probe of 2 robots read
+# obs->action p99 71.7 ms where the curve's 60 s run of the same 2 robots minutes later
+# read 50.8, 2026-12-06)
 WINDOW_LIMITS = ('degraded_share',)
+CONTROL_HZ = 50.0  # the ticks that fill the percentile windows
+
+
+def limits_for(seconds: float) -> tuple[str, ...]:
+    """The limits a run measured for ``seconds`` after its warm-up can be judged on: every
+    one once its ticks fill the nodes' percentile windows, else the counted ones alone."""
+    if seconds * CONTROL_HZ >= WINDOW_SAMPLES:
+        return tuple(LIMITS)
+    return WINDOW_LIMITS
 
 
 def _counts(fleet: Fleet) -> dict[str, tuple[float, float]]:

@@ -129,7 +129,7 @@ def test_a_world_expert_fault_stops_every_robot(fleet):
 
 
 def test_a_probe_is_judged_on_its_window_and_the_curve_on_every_limit():
-    from robot_agent.fleet_measure import LIMITS, WINDOW_LIMITS, judge
+    from robot_agent.fleet_measure import LIMITS, WINDOW_LIMITS, judge, limits_for
 
     # a short probe: its percentiles reach into the bring-up, its degraded count does not
     figures = {
@@ -144,6 +144,12 @@ def test_a_probe_is_judged_on_its_window_and_the_curve_on_every_limit():
     # a window with no ticks counted (NaN) is not carried
     assert not judge({**figures, 'degraded_share': float('nan')}, WINDOW_LIMITS)[0]
     assert set(WINDOW_LIMITS) <= set(LIMITS)
+    # a probe long enough for its ticks to fill the nodes' 3000-sample windows (60 s at
+    # 50 Hz) is judged as the curve judges a size; a shorter one by its counts alone
+    assert limits_for(20.0) == WINDOW_LIMITS
+    assert limits_for(59.0) == WINDOW_LIMITS
+    assert limits_for(60.0) == tuple(LIMITS)
+    assert judge(figures, limits_for(60.0)) == judge(figures)
 
 
 def test_a_robot_that_counted_no_tick_is_not_judged_by_the_others():

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+# samples a node's percentiles are taken over: a minute of a 50 Hz tick
+WINDOW_SAMPLES = 3000
+
 
 class LatencyWindow:
     """The last ``size`` samples (milliseconds) in a preallocated ring."""
 
-    def __init__(self, size: int = 3000):
+    def __init__(self, size: int = WINDOW_SAMPLES):
         self._buf = np.zeros(size, dtype=np.float64)
         self._n = 0
         self._i = 0
@@ -44,7 +47,7 @@ class LatencyWindow:
 class StageTimer:
     """Named latency windows, e.g. cache_read / forward / publish / tick."""
 
-    def __init__(self, *stages: str, size: int = 3000):
+    def __init__(self, *stages: str, size: int = WINDOW_SAMPLES):
         self.stages = {s: LatencyWindow(size) for s in stages}
 
     def add(self, stage: str, value_ms: float) -> None:
