@@ -40,7 +40,7 @@ import sys
 import tempfile
 
 from robot_agent.capacity import one_view_pair
-from robot_agent.fleet_measure import LIMITS, instances_for, measure
+from robot_agent.fleet_measure import CAMERA_HZ, LIMITS, instances_for, measure
 from wam_core.serving.capacity import largest_carried
 from wam_system_tests.report import update_report
 
@@ -154,7 +154,7 @@ def main(argv=None) -> int:
         'first_failing_misses': per_n[str(first)]['misses'] if first else [],
         'pss_mb_per_added_robot': per_robot_mb,
         'seconds': args.seconds,
-        'camera_hz': 30.0,
+        'camera_hz': CAMERA_HZ,
         'image_px': 128,
         'views': ['front', 'wrist'],  # the shipped world expert's
         'ttl_ms': per_n[str(counts[0])]['ttl_ms'],  # repr_cache.ttl_ms as the robots used it

@@ -1,7 +1,7 @@
 """The same fleet in both action-expert layouts, one after the other on this host: a
 process per robot, then the robots on instances (two robots each).
 
-    python bench/instance_layouts.py [--robots 4] [--seconds 20] [--warmup 10]
+    python bench/instance_layouts.py [--robots 4] [--seconds 60] [--warmup 15]
 
 Prints, per layout, the CPU cores by role over the measured window, the worst robot's
 degraded-tick share, period, tick and obs->action p99, and the PSS of every process
@@ -40,8 +40,8 @@ def layout(robots: int, per_instance: int, seconds: float, warmup: float) -> dic
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('--robots', type=int, default=4)
-    ap.add_argument('--seconds', type=float, default=20.0)
-    ap.add_argument('--warmup', type=float, default=10.0)
+    ap.add_argument('--seconds', type=float, default=60.0)  # the curve's
+    ap.add_argument('--warmup', type=float, default=15.0)
     args = ap.parse_args(argv)
     out = [layout(args.robots, k, args.seconds, args.warmup) for k in (0, 2)]
     print(json.dumps(out, indent=1))

@@ -14,8 +14,9 @@ and the processes themselves cost besides the models' arithmetic, and prints the
 predicted cores by role and instances for each N (2 robots per instance, as the
 curve), and the host's capacity: the cost model's, checked against the two probes
 (measured by the curve's code, ``robot_agent.fleet_measure``, and judged by the
-curve's limits: every one at the default 60 s, when the nodes' percentile windows hold
-the measured ticks alone; below that the degraded-tick share alone).
+curve's limits that a probe's length allows: at 15 + 60 s its degraded ticks, tick and
+period p99, whose windows then hold no bring-up; not obs->action p99, whose window fills
+at the camera's rate).
 ``--one-view``: a seeded one-view pair of the same architecture on the front camera.
 """
 
@@ -28,7 +29,7 @@ import sys
 import tempfile
 from dataclasses import asdict
 
-from robot_agent.fleet_measure import judge, limits_for, measure
+from robot_agent.fleet_measure import CAMERA_HZ, judge, limits_for, measure
 from wam_core.common.config import ActionExpertParams, HarnessParams, WorldExpertParams
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config, resolve_path
@@ -36,8 +37,6 @@ from wam_core.control.limits import ClampGate
 from wam_core.models.precision import resolve_precision
 from wam_core.models.registry import load_action_expert, load_world_expert
 from wam_core.serving import capacity as cap
-
-CAMERA_HZ = 30.0  # the synthetic robots' cameras, as bench/fleet.py runs them
 
 
 def one_view_pair(tmp: str) -> tuple[str, list[str]]:
@@ -101,7 +100,7 @@ def probe(robots: int, extra: list[str], seconds: float, warmup: float, log=prin
         log(f'  did not come up: {e}; not carried')
         return {'carried': False, 'bring_up_failed': str(e), 'cpu_cores': {}}
     # 'within_limits' and 'misses' stay the curve's verdict on every limit, for reading
-    judged_on = limits_for(seconds)
+    judged_on = limits_for(seconds, warmup)
     out['carried'], window_misses = judge(out, judged_on)
     out['judged_on'] = list(judged_on)
     unjudged = [m for m in out['misses'] if m not in window_misses]
@@ -201,7 +200,7 @@ def main(argv=None) -> int:
         '--seconds',
         type=float,
         default=60.0,
-        help='each probe measured, s (below 60 judged on its degraded ticks alone)',
+        help='each probe measured, s (judged on the percentiles its length fills)',
     )
     ap.add_argument('--warmup', type=float, default=15.0, help='s before each probe is measured')
     ap.add_argument('--host-cores', type=float, default=None, help='default: this machine')

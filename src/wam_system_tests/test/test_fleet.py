@@ -128,7 +128,7 @@ def test_a_world_expert_fault_stops_every_robot(fleet):
         assert 'world_expert ERROR: injected fault' in x.gate.stop_reason, robot
 
 
-def test_a_probe_is_judged_on_its_window_and_the_curve_on_every_limit():
+def test_a_probe_is_judged_on_what_its_windows_hold_and_the_curve_on_every_limit():
     from robot_agent.fleet_measure import LIMITS, WINDOW_LIMITS, judge, limits_for
 
     # a short probe: its percentiles reach into the bring-up, its degraded count does not
@@ -144,12 +144,16 @@ def test_a_probe_is_judged_on_its_window_and_the_curve_on_every_limit():
     # a window with no ticks counted (NaN) is not carried
     assert not judge({**figures, 'degraded_share': float('nan')}, WINDOW_LIMITS)[0]
     assert set(WINDOW_LIMITS) <= set(LIMITS)
-    # a probe long enough for its ticks to fill the nodes' 3000-sample windows (60 s at
-    # 50 Hz) is judged as the curve judges a size; a shorter one by its counts alone
-    assert limits_for(20.0) == WINDOW_LIMITS
-    assert limits_for(59.0) == WINDOW_LIMITS
-    assert limits_for(60.0) == tuple(LIMITS)
-    assert judge(figures, limits_for(60.0)) == judge(figures)
+    # the nodes' windows hold 3000 samples: a percentile is judged once the warm-up and
+    # the measured window fill its window (tick and period at 50 Hz, obs->action at the
+    # cameras' 30 Hz), so none of it is the bring-up's
+    assert limits_for(20.0, 15.0) == WINDOW_LIMITS
+    assert set(limits_for(60.0, 15.0)) == {'degraded_share', 'tick_ms_p99', 'period_ms_p99'}
+    assert set(limits_for(45.0, 15.0)) == set(limits_for(60.0, 15.0))
+    assert limits_for(59.0, 0.0) == WINDOW_LIMITS
+    assert set(limits_for(100.0, 0.0)) == set(LIMITS)
+    assert judge(figures, limits_for(60.0, 15.0)) == (True, [])  # obs->action not judged
+    assert not judge({**figures, 'period_ms_p99': 21.4}, limits_for(60.0, 15.0))[0]
 
 
 def test_a_robot_that_counted_no_tick_is_not_judged_by_the_others():

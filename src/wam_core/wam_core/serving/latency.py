@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-# samples a node's percentiles are taken over: a minute of a 50 Hz tick
+# samples a node's percentiles are taken over (a minute of a 50 Hz tick's)
 WINDOW_SAMPLES = 3000
 
 
