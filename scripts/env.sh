@@ -20,5 +20,3 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 # Offscreen rendering for the MuJoCo simulator (must be set before mujoco is imported).
 export MUJOCO_GL="${MUJOCO_GL:-egl}"
-# Mesa's llvmpipe (EGL without a GPU) renders on the calling thread: see wam_sim.tabletop.
-export LP_NUM_THREADS="${LP_NUM_THREADS:-0}"

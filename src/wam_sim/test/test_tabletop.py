@@ -133,11 +133,13 @@ def test_renders_without_helper_threads_unless_asked():
     import sys
 
     probe = (
-        'import glob\n'
+        'import glob, os\n'
         'from wam_sim.tabletop import TabletopSim\n'
-        "TabletopSim().render('front')\n"
+        'sim = TabletopSim()\n'
+        "sim.render('front')\n"
         "names = [open(f).read().strip() for f in glob.glob('/proc/self/task/*/comm')]\n"
-        "print(sum(n.startswith('llvmpipe') for n in names))\n"
+        'sim.close()\n'
+        "print(os.environ['LP_NUM_THREADS'], sum(n.startswith('llvmpipe') for n in names))\n"
     )
 
     def helper_threads(env_value):
@@ -148,10 +150,13 @@ def test_renders_without_helper_threads_unless_asked():
             [sys.executable, '-c', probe], env=env, capture_output=True, text=True, timeout=60
         )
         assert out.returncode == 0, out.stderr
-        return int(out.stdout.strip().splitlines()[-1])
+        setting, threads = out.stdout.strip().splitlines()[-1].split()
+        return setting, int(threads)
 
-    assert helper_threads(None) == 0
-    asked = helper_threads('2')
-    if asked == 0:
+    # the setting itself too: on a one-core host llvmpipe starts no helper either way
+    assert helper_threads(None) == ('0', 0)
+    setting, threads = helper_threads('2')
+    assert setting == '2'
+    if threads == 0:
         pytest.skip('this renderer is not llvmpipe (a GPU driver): nothing to compare')
-    assert asked == 2
+    assert threads == 2
