@@ -32,9 +32,9 @@ LIMITS = {
 # back into the bring-up (a 20 s probe of 2 robots read obs->action p99 71.7 ms where the
 # curve's 60 s run of the same 2 robots minutes later read 50.8, 2026-12-06)
 WINDOW_LIMITS = ('degraded_share',)
-CONTROL_HZ = 50.0  # a sample of tick and period per tick
-# the synthetic robots' cameras as the curve and the planner run them: a sample of
-# obs->action per new representation
+CONTROL_HZ = 50.0  # a sample of tick and period per tick (config: control.period_s)
+# the rate measure() runs the synthetic robots' cameras at: a sample of obs->action per
+# new representation
 CAMERA_HZ = 30.0
 SAMPLES_PER_S = {
     'tick_ms_p99': CONTROL_HZ,
@@ -102,6 +102,7 @@ def measure(
         n,
         'multi',
         robot='synthetic',
+        camera_hz=CAMERA_HZ,
         cache=cache,
         extra_args=['-p', f'repr_cache.shm_name:={shm}', *(extra or [])],
         instances=instances,
