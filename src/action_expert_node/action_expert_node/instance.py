@@ -43,6 +43,7 @@ from wam_core.serving.deadline_timer import DeadlineTimer
 from wam_core.serving.failover import InstanceRoster
 from wam_core.serving.interpreter import freeze_heap, shorten_gil_switch_interval
 from wam_interfaces.msg import ActionInstanceStatus
+from wam_interfaces.srv import SwitchRelease
 from wam_util import convert, qos
 from wam_util.diagnostics import NodeDiagnostics
 from wam_util.executors import run_node
@@ -54,6 +55,9 @@ HEARTBEATS = '/action_instances'
 # how often the executor checks whether the robots' chunk publishers reach their gates
 # (graph queries: off the clock's thread; against a settle time of seconds)
 LINK_CHECK_S = 0.1
+# How long a restarted instance waits for a peer that drives one of its robots to say
+# which release it serves it with, before it falls back to the world-version rule alone
+RELEASE_ANSWER_S = 2.0
 
 
 class ActionInstance(Node):
@@ -77,12 +81,24 @@ class ActionInstance(Node):
         # instance's model does not decode (the clock's thread writes, the executor logs)
         self.undecodable: dict[str, str] = {}
         self._told: set[tuple[str, str]] = set()
+        # Which release each robot is served with where a peer drives it, asked once per
+        # robot of that peer's node (its switch_release status): a restarted instance comes
+        # back with the model its parameters name, not the one the fleet was switched to
+        # since, and brings its node onto the peer's before it claims the robot back (or
+        # before it could take it over). Robots checked: answered, and on that release or
+        # given up on (the world-version rule decides then).
+        self._release_checked: set[str] = set()
+        self._release_asked: dict[str, float] = {}  # robot -> first asked (monotonic)
+        self._release_pending: set[str] = set()  # a request in flight
+        self._release_wanted: dict[str, tuple[str, str, str]] = {}  # name, dir, sha256
+        self._release_clients: dict[str, object] = {}
         self._beat = self.create_publisher(ActionInstanceStatus, HEARTBEATS, qos.EVENTS)
         self.create_subscription(ActionInstanceStatus, HEARTBEATS, self._on_heartbeat, qos.EVENTS)
         self.diagnostics = NodeDiagnostics(self)
         self.diagnostics.add('action instance', self._report)
         self.create_timer(self.diagnostics.TIMER_S, self._diagnostics_due)
         self.create_timer(LINK_CHECK_S, self._check_links)
+        self.create_timer(LINK_CHECK_S, self._check_releases)
 
     # bring-up --------------------------------------------------------------------
     def bring_up(self) -> list[ActionExpertNode]:
@@ -120,6 +136,14 @@ class ActionInstance(Node):
             started=time.monotonic(),
             linked=set(),  # none until the executor's link check has seen them matched
         )
+        for robot in cfg.robots:  # a peer's standby drives it after a takeover
+            self._release_clients[robot] = self.create_client(
+                SwitchRelease, f'/{robot}/action_expert_standby/switch_release'
+            )
+        for robot in cfg.standby_robots:  # its primary instance drives it
+            self._release_clients[robot] = self.create_client(
+                SwitchRelease, f'/{robot}/action_expert/switch_release'
+            )
         freeze_heap()
         self.clock = DeadlineTimer(
             periods.pop(), self._tick, 'action_instance_tick', cfg.realtime_priority,
@@ -166,10 +190,12 @@ class ActionInstance(Node):
     # the clock -----------------------------------------------------------------------
     def _ready(self, now: float) -> set[str]:
         """Own robots whose inputs are in (under the roster's lock). One that a live peer
-        serves is also claimed only if its representations are of a version this
-        instance decodes: restarted with the model its parameters name after a release
-        switch, it would take the robot from the standby that serves the release and hold
-        it (``version_mismatch``); it leaves it there and says why. One that no peer
+        serves is also claimed only once this instance's node runs the release the peer
+        serves it with (asked of the peer and loaded here: restarted with the model its
+        parameters name after a release switch, it would otherwise drive the robot with
+        the release switched from), and only if its representations are of a version this
+        instance decodes (without it, it would hold the robot on ``version_mismatch``): it
+        leaves the robot with the peer meanwhile and says why. One that no peer
         serves (none heard serving it for ``startup_grace_s``: a late heartbeat is not a
         gone peer), or that it serves itself, is claimed whatever arrives (its holds and
         their reason are then the robot's own status, not a silence its gate stops on)."""
@@ -182,15 +208,31 @@ class ActionInstance(Node):
             if r in self.serving:  # the usual case: nothing more to look at
                 ready.add(r)
                 continue
+            if not self.roster.peer_served_within(r, now, self.cfg.startup_grace_s):
+                ready.add(r)
+                self.undecodable.pop(r, None)
+                continue
+            if not self._release_settled(r, now):
+                continue  # its peer's release: asked, or being loaded here
             seen = node.ticker.descriptor_version
-            if node.ticker.decodes(seen) or not self.roster.peer_served_within(
-                r, now, self.cfg.startup_grace_s
-            ):
+            if node.ticker.decodes(seen):
                 ready.add(r)
                 self.undecodable.pop(r, None)
             else:
                 self.undecodable[r] = seen
         return ready
+
+    def _release_settled(self, robot: str, now: float) -> bool:
+        """Whether the release a peer drives ``robot`` with no longer holds its claim back:
+        checked (on it, or given up on), or no answer within ``RELEASE_ANSWER_S``."""
+        if robot in self._release_checked:
+            return True
+        asked = self._release_asked.get(robot)
+        return (
+            asked is not None
+            and robot not in self._release_wanted
+            and (now - asked > RELEASE_ANSWER_S)
+        )
 
     def _tick(self, deadline: float) -> None:
         with self._lock:
@@ -214,8 +256,9 @@ class ActionInstance(Node):
                 node.thread_errors.record(exc, f'{node.get_namespace()} tick')
         self.ticks += 1
         self._heartbeat(claimed)
-        for robot in self.cfg.standby_robots:  # a confirmed release, off the robots' path
-            self.experts[robot].between_ticks()
+        for robot, node in self.experts.items():  # a confirmed or adopted release, off
+            if robot not in self.serving:  # the robots' path
+                node.between_ticks()
 
     def _tell_undecodable(self) -> None:
         for robot, version in list(self.undecodable.items()):
@@ -226,6 +269,79 @@ class ActionInstance(Node):
                     f'{version}, this instance decodes {self.experts[robot].ticker.version} '
                     '(restarted with a release the fleet switched from?): the peer serving '
                     'it keeps it; restart this instance with the live release'
+                )
+
+    def _check_releases(self) -> None:
+        """On the executor: for each robot a live peer drives and not yet checked, ask that
+        peer's node (once answered, never again: afterwards the release manager switches
+        both nodes together) and bring this instance's node onto the release it names."""
+        if self.roster is None:
+            return
+        now = time.monotonic()
+        with self._lock:
+            driven = {
+                r
+                for r in self.experts
+                if r not in self._release_checked
+                and r not in self.serving
+                and self.roster.peer_served_within(r, now, self.cfg.startup_grace_s)
+            }
+            wanted = dict(self._release_wanted)
+        for robot in sorted(driven - set(wanted) - self._release_pending):
+            with self._lock:  # the answer's wait is timed from here, whatever the graph says
+                self._release_asked.setdefault(robot, now)
+            client = self._release_clients[robot]
+            if not client.service_is_ready():
+                continue
+            self._release_pending.add(robot)
+            future = client.call_async(SwitchRelease.Request(phase='status'))
+            future.add_done_callback(lambda f, r=robot: self._on_release_answer(r, f))
+        for robot, (name, model_dir, digest) in wanted.items():
+            self._adopt(robot, name, model_dir, digest)
+
+    def _on_release_answer(self, robot: str, future) -> None:
+        self._release_pending.discard(robot)
+        try:
+            res = future.result()
+        except Exception as exc:  # the peer went away meanwhile: asked again next time
+            self.get_logger().debug(f'{robot}: no release answer: {exc}')
+            return
+        if res is None or not res.active_release:
+            return
+        node = self.experts[robot]
+        with self._lock:
+            if res.active_release == node.ticker.tag:
+                self._release_checked.add(robot)
+            elif not res.active_model_dir:
+                self._release_checked.add(robot)  # the world-version rule decides
+                self.get_logger().warning(
+                    f'{robot}: the peer serves it with release {res.active_release}, this '
+                    f'instance runs {node.ticker.tag}, and the peer does not say where '
+                    f'{res.active_release} lives: restart this instance with it'
+                )
+            else:
+                self._release_wanted[robot] = (
+                    res.active_release,
+                    res.active_model_dir,
+                    res.active_manifest_sha256,
+                )
+                self.get_logger().info(
+                    f'{robot}: its peer serves it with release {res.active_release}; this '
+                    f'instance started on {node.ticker.tag}: loading {res.active_release}'
+                )
+
+    def _adopt(self, robot: str, name: str, model_dir: str, digest: str) -> None:
+        state = self.experts[robot].adopt_release(name, model_dir, digest)
+        if state == 'serving' or state.startswith('failed'):
+            with self._lock:
+                self._release_wanted.pop(robot, None)
+                self._release_checked.add(robot)
+            if state == 'serving':
+                self.get_logger().info(f'{robot}: on release {name}, as its peer')
+            else:
+                self.get_logger().warning(
+                    f'{robot}: could not load release {name} ({state[len("failed: ") :]}); '
+                    'the world-version rule decides whether it is claimed'
                 )
 
     def _check_links(self) -> None:
@@ -274,6 +390,10 @@ class ActionInstance(Node):
             level, message = WARN, 'starting'
         elif taken:
             level, message = WARN, f'serving {", ".join(taken)} for a silent peer'
+        elif self._release_wanted:
+            wanted = sorted(self._release_wanted.items())
+            loading = ', '.join(f'{r}: {n}' for r, (n, _, _) in wanted)
+            level, message = WARN, f'loading the release its peer serves ({loading})'
         elif self.undecodable:
             left = ', '.join(sorted(self.undecodable))
             level, message = WARN, f'{left} left to the standby: a world version not decoded here'

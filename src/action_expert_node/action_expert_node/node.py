@@ -61,7 +61,7 @@ from wam_core.releases.loading import (
     rss_mb,
     start_load,
 )
-from wam_core.releases.registry import verify_release_dir
+from wam_core.releases.registry import manifest_digest, verify_release_dir
 from wam_core.serving.action_ticker import ActionTicker, Descriptor
 from wam_core.serving.batched_decode import too_slow_for_an_instance
 from wam_core.serving.chunk_stream import ChunkStream
@@ -151,7 +151,8 @@ class ActionExpertNode(LifecycleNode):
         # model releases loaded beside the served one (``switch_release``), by name
         self._loads: dict[str, BackgroundLoad] = {}
         self._switch_srv = None
-        # a standby's confirmed release, applied on its instance's clock (between_ticks);
+        # a standby's confirmed release, or one adopted from a peer instance, applied on
+        # its instance's clock (between_ticks);
         # the lock keeps that apart from the executor's switch phases
         self._pending_confirm: str | None = None
         self._switch_lock = threading.Lock()
@@ -181,6 +182,7 @@ class ActionExpertNode(LifecycleNode):
                 if cfg.cuda_graphs:
                     enable_cuda_graphs(model)
             manifest, spec = model.manifest, model.spec
+            digest = manifest_digest(model_dir)
             if tuple(spec.joint_names) != tuple(cfg.robot.joint_names):
                 raise ValueError(
                     f'the model commands the joints {list(spec.joint_names)}, '
@@ -211,6 +213,9 @@ class ActionExpertNode(LifecycleNode):
             cfg.control.period_s,  # a model trained at another period is resampled onto it
         )
         self.ticker.tag = cfg.release or manifest.version
+        # where each release this node has served or loaded came from (directory, manifest
+        # sha256): a switch_release status tells a restarted peer instance which to load
+        self._sources = {self.ticker.tag: (model_dir, digest)}
         if self._remote:
             self.cache.thread_errors = self.thread_errors  # the fetch thread's
             self.cache.on_fetch_ms = self.fetch.add
@@ -453,6 +458,8 @@ class ActionExpertNode(LifecycleNode):
         if phase == 'load':
             if name == t.tag or (t.previous is not None and t.previous.tag == name):
                 return True, f'{name} is already loaded'
+            if req.model_dir:
+                self._sources[name] = (resolve_path(req.model_dir), req.manifest_sha256)
             return start_load(self._loads, req, self._load_release, self.get_logger().info)
         if phase == 'arm':
             if name == t.tag:
@@ -506,9 +513,10 @@ class ActionExpertNode(LifecycleNode):
         return False, f'unknown phase {phase!r} (load, arm, confirm, abort, status)'
 
     def between_ticks(self) -> None:
-        """On the instance's clock thread, for a standby node: a confirmed release it holds
-        armed becomes the one it serves (one that drives the robot switches on its own
-        tick, as a primary does), and the replaced model is let go."""
+        """On the instance's clock thread, for a node that does not drive its robot (a
+        standby, or a restarted primary adopting its peer's release): a confirmed or
+        adopted release it holds armed becomes the one it serves (one that drives the
+        robot switches on its own tick, as a primary does); the replaced model is let go."""
         if self._pending_confirm is None or self.ticker is None:
             return
         if not self._switch_lock.acquire(blocking=False):
@@ -526,7 +534,41 @@ class ActionExpertNode(LifecycleNode):
         finally:
             self._switch_lock.release()
         if done:
-            self.get_logger().info(f'release {name} confirmed on this standby')
+            role = 'standby' if self._standby_role else 'node'
+            self.get_logger().info(f'release {name} confirmed on this {role}')
+
+    def adopt_release(self, name: str, model_dir: str, digest: str) -> str:
+        """Bring this node, while it does not drive its robot, onto the release ``name``
+        that a peer instance serves the robot with (this instance restarted with another):
+        load it beside the served model (verified against ``digest``), arm it, and its
+        instance's clock makes it the served one (``between_ticks``). Called again until it
+        answers ``serving``; otherwise ``loading``, ``armed`` or ``failed: <reason>``."""
+        with self._switch_lock:
+            t = self.ticker
+            if t is None:
+                return 'failed: not configured'
+            if t.tag == name:
+                return 'serving'
+            if self.serves_robot:
+                return 'failed: it drives its robot (the release manager switches it)'
+            if t.armed is not None and t.armed.tag == name:
+                self._pending_confirm = name
+                return 'armed'
+            load = self._loads.get(name)
+            if load is None or load.state == FAILED:
+                if load is not None:
+                    return f'failed: {load.error}'
+                req = SwitchRelease.Request(
+                    phase='load', release=name, model_dir=model_dir, manifest_sha256=digest
+                )
+                ok, message = self._switch_phase(req)
+                return 'loading' if ok else f'failed: {message}'
+            if load.state != LOADED:
+                return load.state
+            t.arm(load.result, load.result.spec.world_version, name)
+            self._loads.pop(name, None)  # the ticker holds it now
+            self._pending_confirm = name
+            return 'armed'
 
     def _standby_armed(self, name: str) -> bool:
         armed = self.ticker.armed
@@ -574,6 +616,9 @@ class ActionExpertNode(LifecycleNode):
         t = self.ticker
         response.success, response.message = ok, message
         response.active_release = t.tag if t else ''
+        if t is not None:
+            source = self._sources.get(t.tag, ('', ''))
+            response.active_model_dir, response.active_manifest_sha256 = source
         response.previous_release = t.previous.tag if t and t.previous else ''
         load = self._loads.get(name)
         if t is not None and name == t.tag:

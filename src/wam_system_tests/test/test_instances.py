@@ -7,7 +7,8 @@ action expert whichever instance serves it, and failover: kill -9 one instance a
 other ticks its robot within the takeover bound, decoding both robots in one forward,
 with no safety stop; the restarted instance takes its robot back. A release switch
 reaches the standby nodes too: a takeover after it serves the release, and the primary
-restarted with the release switched from leaves the robot to the standby.
+restarted with the release switched from loads the release its peer serves before it
+takes its robot back.
 """
 
 import os
@@ -162,8 +163,11 @@ def test_a_release_switch_reaches_the_standbys_so_a_takeover_after_it_serves_the
     mismatch = {c.reason: c.count for c in m.action.degraded}.get('version_mismatch', 0)
     assert mismatch == 0, m.action.degraded
     assert m.chunks - chunks > max(10, 0.5 * (other.chunks - others)), (m.chunks, other.chunks)
-    # restarted with its launch model (the release switched from), i0 must not take robot1
-    # back to hold it on `version_mismatch`: i1's standby keeps it
+    # Restarted with its launch model (the release switched from), i0 asks i1's standby
+    # which release drives robot1, loads it, and only then takes robot1 back: before, it
+    # left robot1 with i1 for good (a fleet that never rebalanced after a switch), and had
+    # the two releases shared a world version it would have driven robot1 with the old
+    # action expert. Its standby node for robot2 loads robot2's release the same way.
     stops = []
     m.create_subscription(Bool, '/robot1/safety/stop', lambda msg: stops.append(msg.data), 10)
     dead.wait(timeout=10)
@@ -171,9 +175,19 @@ def test_a_release_switch_reaches_the_standbys_so_a_takeover_after_it_serves_the
     fleet.start_instance('i0')
     fleet.spin_for(90.0, until=lambda: fleet.watch.heard.get('i0', 0.0) > t_restart)
     assert fleet.watch.heard.get('i0', 0.0) > t_restart, 'the restarted i0 never beat'
+    fleet.spin_for(30.0, until=lambda: fleet.watch.serves('i0', ['robot1']))
+    assert fleet.watch.serves('i0', ['robot1']), (fleet.watch.latest['i0'], m.action.message)
+    assert fleet.watch.serves('i1', ['robot2']), fleet.watch.latest['i1']
+    fleet.spin_for(1.0)
     chunks, others = m.chunks, other.chunks
-    fleet.spin_for(8.0)  # past the handback's settle time (3 s) with room
-    assert fleet.watch.serves('i1', ['robot1', 'robot2']), fleet.watch.latest['i1']
-    assert list(fleet.watch.latest['i0'].claimed_robots) == [], fleet.watch.latest['i0']
-    assert m.action.release == 'reseed' and not any(stops)
+    fleet.spin_for(2.0)
+    assert m.action.release == 'reseed', (m.action.release, m.action.message)
+    assert m.action.mixed_version_ticks == 0 and not any(stops)
+    mismatch = {c.reason: c.count for c in m.action.degraded}.get('version_mismatch', 0)
+    assert mismatch == 0, m.action.degraded
     assert m.chunks - chunks > max(10, 0.5 * (other.chunks - others)), (m.chunks, other.chunks)
+    mgr = ReleaseManager(robots, log=lambda m: None)
+    try:
+        assert _in_background(fleet, lambda: mgr.standby_release('robot2')) == 'reseed'
+    finally:
+        mgr.close()
