@@ -48,6 +48,7 @@ from wam_util import convert, qos
 from wam_util.diagnostics import NodeDiagnostics
 from wam_util.executors import run_node
 from wam_util.params import NodeParams
+from wam_util.release_query import ask_release
 
 from .node import ActionExpertNode
 
@@ -290,24 +291,17 @@ class ActionInstance(Node):
         for robot in sorted(driven - set(wanted) - self._release_pending):
             with self._lock:  # the answer's wait is timed from here, whatever the graph says
                 self._release_asked.setdefault(robot, now)
-            client = self._release_clients[robot]
-            if not client.service_is_ready():
-                continue
-            self._release_pending.add(robot)
-            future = client.call_async(SwitchRelease.Request(phase='status'))
-            future.add_done_callback(lambda f, r=robot: self._on_release_answer(r, f))
+            if ask_release(
+                self._release_clients[robot], lambda res, r=robot: self._on_release_answer(r, res)
+            ):
+                self._release_pending.add(robot)
         for robot, (name, model_dir, digest) in wanted.items():
             self._adopt(robot, name, model_dir, digest)
 
-    def _on_release_answer(self, robot: str, future) -> None:
+    def _on_release_answer(self, robot: str, res) -> None:
         self._release_pending.discard(robot)
-        try:
-            res = future.result()
-        except Exception as exc:  # the peer went away meanwhile: asked again next time
-            self.get_logger().debug(f'{robot}: no release answer: {exc}')
-            return
         if res is None or not res.active_release:
-            return
+            return  # no answer (the peer went away), or not configured: asked again
         node = self.experts[robot]
         with self._lock:
             if res.active_release == node.ticker.tag:

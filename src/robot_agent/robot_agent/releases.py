@@ -28,7 +28,7 @@ import sys
 
 from wam_core.common.config import ActionExpertParams
 from wam_core.common.params import ConfigError, load_params
-from wam_core.common.paths import default_config, workspace_root
+from wam_core.common.paths import default_config
 from wam_core.releases.objectives import Objectives
 from wam_core.releases.registry import (
     CANARY,
@@ -36,13 +36,12 @@ from wam_core.releases.registry import (
     ROLLED_BACK,
     Registry,
     RegistryError,
+    default_db_path,
 )
 
 
 def default_db() -> str:
-    return os.environ.get('WAM_RELEASES_DB') or os.path.join(
-        workspace_root(), 'releases', 'releases.db'
-    )
+    return default_db_path()
 
 
 def robot_of_config(config: str):
@@ -61,6 +60,7 @@ def release_overlay(name: str, db: str | None = None, out_dir: str | None = None
         f'# generated for release {name} from {db or default_db()}\n'
         '/**/world_expert:\n  ros__parameters:\n'
         f'    model_dir: {json.dumps(rel.world_dir)}\n    release: {json.dumps(name)}\n'
+        f'    releases_db: {json.dumps(os.path.abspath(db or default_db()))}\n'
         '/**/action_expert:\n  ros__parameters:\n'
         f'    model_dir: {json.dumps(rel.action_dir)}\n    release: {json.dumps(name)}\n'
     )

@@ -6,13 +6,16 @@ themselves."""
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
 from wam_core.models.default_models import write_default_models
 from wam_core.models.manifest import read_manifest, write_manifest
+from wam_interfaces.msg import WorldExpertStatus
 
 
 def _cli(db, *args):
@@ -77,6 +80,7 @@ def test_a_release_name_becomes_a_parameter_overlay_for_the_bring_up(pairs, tmp_
     assert doc['/**/world_expert']['ros__parameters'] == {
         'model_dir': os.path.abspath(pairs[1]['world_dir']),
         'release': 'r1',
+        'releases_db': os.path.abspath(db),  # where a restarted one looks releases up
     }
     assert doc['/**/action_expert']['ros__parameters']['release'] == 'r1'
 
@@ -186,6 +190,30 @@ def test_the_command_line_promotes_and_rolls_back_a_running_lone_robot(tmp_path)
         assert stack.monitor.action.release == 'v2'
         assert stack.monitor.world.model_version == f'{wv}-v2'
         assert not stack.monitor.safety_stop
+        # Killed and restarted with the parameters it was launched with (release v1), the
+        # world expert asks the action expert which release it serves, finds v2 in the
+        # registry the overlay names and encodes with it: before, it came back on v1 and
+        # the robot held on version_mismatch until someone restarted it with v2
+        seen = []
+        stack.monitor.create_subscription(
+            WorldExpertStatus, '/world_expert/status',
+            lambda msg: seen.append((time.monotonic(), msg.model_version)), 10,
+        )  # fmt: skip
+        stack.kill_child('world', signal.SIGKILL)
+        t_restart = time.monotonic()
+        stack.start_child('world')
+
+        def back_on_v2():
+            return any(t > t_restart and v == f'{wv}-v2' for t, v in seen)
+
+        stack.spin_for(120.0, until=back_on_v2)
+        assert back_on_v2(), seen[-3:]
+        assert any(t > t_restart and v == wv for t, v in seen), 'it did start on v1'
+        stack.spin_for(15.0, until=lambda: not stack.monitor.safety_stop)
+        chunks = stack.monitor.action.chunks
+        stack.spin_for(2.0)
+        assert stack.monitor.action.chunks - chunks > 20, stack.monitor.action.message
+        assert stack.monitor.action.release == 'v2' and not stack.monitor.safety_stop
         proc = subprocess.Popen(
             [sys.executable, '-m', 'robot_agent.releases', '--db', db, 'rollback',
              '--reason', 'test'],

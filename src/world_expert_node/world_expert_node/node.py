@@ -13,6 +13,7 @@ for a fleet, to /<robot>/world_expert/status, where each robot's harness listens
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -38,12 +39,18 @@ from wam_core.models.registry import enable_cuda_graphs, load_world_expert
 from wam_core.releases.loading import (
     FAILED,
     LOADED,
+    LOADING,
     BackgroundLoad,
     paced,
     rss_mb,
     start_load,
 )
-from wam_core.releases.registry import verify_release_dir
+from wam_core.releases.registry import (
+    Registry,
+    RegistryError,
+    default_db_path,
+    verify_release_dir,
+)
 from wam_core.serving.batch_window import BatchWindow
 from wam_core.serving.fleet_encoder import FleetEncoder, Frame
 from wam_core.serving.frame_encoder import FrameEncoder
@@ -65,7 +72,12 @@ from wam_util.executors import run_node
 from wam_util.metrics import NodeMetrics
 from wam_util.params import NodeParams
 from wam_util.quiet_log import QuietLog
+from wam_util.release_query import ask_release
 from wam_util.status import TypedStatus
+
+# how often a (re)started world expert looks for robots whose action expert it has not yet
+# asked which release it serves (see _check_releases)
+RELEASE_CHECK_S = 0.2
 
 
 class WorldExpertNode(LifecycleNode):
@@ -113,6 +125,16 @@ class WorldExpertNode(LifecycleNode):
         self._pending_use: dict[str, str] = {}
         self._status_due = False
         self._switch_srv = None
+        # A (re)started world expert encodes with the release its parameters name, which
+        # need not be the one the robots were switched to since: it asks each robot's
+        # action expert once which release it serves, and encodes that robot's frames with
+        # that release's world expert (found in the registry, loaded, then committed)
+        self._release_clients: dict[str, object] = {}
+        self._release_timer = None
+        self._release_checked: set[str] = set()
+        self._release_pending: set[str] = set()
+        self._release_wanted: dict[str, tuple[str, str, str]] = {}  # name, dir, sha256
+        self._release_adopted: set[str] = set()  # releases loaded that way
         # Frames are encoded on a worker thread, newest first per robot (a frame that
         # arrives while its robot's last one waits replaces it), batched across robots:
         # the executor thread never blocks on the encoder, so in single-process mode the
@@ -226,6 +248,13 @@ class WorldExpertNode(LifecycleNode):
         self._switch_srv = self.create_service(
             SwitchRelease, 'world_expert/switch_release', self._on_switch_release
         )
+        self._release_checked, self._release_pending = set(), set()
+        self._release_wanted, self._release_adopted = {}, set()
+        self._release_clients = {
+            r: self.create_client(SwitchRelease, self._topic(r, 'action_expert/switch_release'))
+            for r in self.robots
+        }
+        self._release_timer = self.create_timer(RELEASE_CHECK_S, self._check_releases)
         self.metrics = NodeMetrics(self, cfg.metrics_port)
         for stage in timer.stages:  # per observation
             self.metrics.latency(stage, timer.stages[stage])
@@ -353,6 +382,12 @@ class WorldExpertNode(LifecycleNode):
         if self._switch_srv is not None:
             self.destroy_service(self._switch_srv)
             self._switch_srv = None
+        if self._release_timer is not None:
+            self.destroy_timer(self._release_timer)
+            self._release_timer = None
+        for client in self._release_clients.values():
+            self.destroy_client(client)
+        self._release_clients = {}
         self._loads, self._pending_use = {}, {}
         self._close_caches()
         return True
@@ -446,6 +481,111 @@ class WorldExpertNode(LifecycleNode):
                 f'; unloaded {", ".join(dropped)}' if dropped else ''
             )
         return False, f'unknown phase {phase!r} (load, commit, confirm, abort, status)'
+
+    # a restart after a switch ---------------------------------------------------
+    def _check_releases(self) -> None:
+        """On the executor, while active: ask each robot's action expert, once answered
+        never again (from then on the release manager switches both experts together),
+        which release it serves; for one this expert encodes with another, load that
+        release's world expert from the registry and commit the robot to it."""
+        if not self.ready:
+            return
+        for robot in self.robots:
+            if robot in self._release_checked or robot in self._release_pending:
+                continue
+            if robot in self._release_wanted:
+                continue
+            client = self._release_clients.get(robot)
+            if client is not None and ask_release(
+                client, lambda res, r=robot: self._on_release_answer(r, res)
+            ):
+                self._release_pending.add(robot)
+        for robot, (name, model_dir, digest) in list(self._release_wanted.items()):
+            self._adopt(robot, name, model_dir, digest)
+        if self._release_adopted and not self._release_wanted:
+            self._drop_unused()
+
+    def _on_release_answer(self, robot: str, res) -> None:
+        self._release_pending.discard(robot)
+        name = res.active_release if res is not None else ''
+        if not name:
+            return  # no answer, or not configured yet: asked again
+        who = robot or 'the robot'
+        with self._wake:
+            encoding = self._pending_use.get(robot, self.robot_release.get(robot))
+        if name == encoding:
+            self._release_checked.add(robot)
+            return
+        db = self.cfg.releases_db or default_db_path()
+        try:
+            if not os.path.exists(db):
+                raise RegistryError(f'no release registry at {db}')
+            with Registry(db) as reg:
+                rel = reg.get(name)
+        except RegistryError as exc:
+            self._release_checked.add(robot)
+            if not self.cfg.release:
+                # started from no release: an action expert started the same way names
+                # its model's version, which no registry need know
+                self.get_logger().debug(f'{who}: release {name} not looked up: {exc}')
+                return
+            self.get_logger().warning(
+                f'{who}: its action expert serves release {name}, this world expert encodes '
+                f'with {encoding}, and {name} cannot be looked up ({exc}): restart the world '
+                f'expert with release {name}'
+            )
+            return
+        self._release_wanted[robot] = (name, rel.world_dir, rel.world_digest)
+        self.get_logger().info(
+            f'{who}: its action expert serves release {name}; this world expert started on '
+            f'{encoding}: loading {name}'
+        )
+
+    def _adopt(self, robot: str, name: str, model_dir: str, digest: str) -> None:
+        who = robot or 'the robot'
+        self._finish_loads()
+        if name not in self.models:
+            load = self._loads.get(name)
+            if load is None:
+                req = SwitchRelease.Request(
+                    phase='load', release=name, model_dir=model_dir, manifest_sha256=digest
+                )
+                start_load(self._loads, req, self._load_release, self.get_logger().info)
+                return
+            if load.state != FAILED:
+                return  # still loading
+            del self._release_wanted[robot]
+            self._release_checked.add(robot)
+            self.get_logger().warning(
+                f'{who}: could not load release {name} ({load.error}): its frames stay '
+                f'encoded with {self.robot_release.get(robot)}'
+            )
+            return
+        with self._wake:  # the encoder thread applies it before its next batch
+            self._pending_use[robot] = name
+            self._wake.notify()
+        del self._release_wanted[robot]
+        self._release_checked.add(robot)
+        self._release_adopted.add(name)
+        self.get_logger().info(f'{who}: encoding with release {name}, as its action expert')
+
+    def _drop_unused(self) -> None:
+        """Once adopted releases serve: the models no robot uses and no switch loads are
+        let go (the one the parameters named, typically)."""
+        with self._wake:
+            if self._pending_use:
+                return  # not applied yet
+            used = set(self.robot_release.values())
+            loading = {n for n, load in self._loads.items() if load.state == LOADING}
+            dropped = [k for k in self.models if k not in used and k not in loading]
+            for k in dropped:
+                del self.models[k]
+                self._loads.pop(k, None)
+            self.expert = self.models[self.robot_release[self.robots[0]]]
+            self.fleet_encoder.expert = self.expert
+        self._release_adopted = set()
+        if dropped:
+            self.get_logger().info(f'unloaded {", ".join(dropped)}: no robot uses it')
 
     def _finish_loads(self) -> None:
         """Loads that finished become loadable models (on the executor's thread)."""

@@ -246,6 +246,12 @@ class WorldExpertParams:
         'the release model_dir belongs to (its name in the release registry: the name a '
         "switch reports); empty: the model's version",
     )
+    releases_db: str = param(
+        '',
+        'the release registry where a (re)started world expert finds the world expert of '
+        "the release each robot's action expert serves; empty: $WAM_RELEASES_DB, else "
+        'releases/releases.db in the workspace',
+    )
     precision: str = param(
         'auto',
         'compute dtype; auto = bf16 where the CPU computes it natively, else fp32',

@@ -161,6 +161,16 @@ class AuditRow:
         return asdict(self)
 
 
+def default_db_path() -> str:
+    """The release registry a command or a node uses when none is named:
+    $WAM_RELEASES_DB, else releases/releases.db in the workspace."""
+    from ..common.paths import workspace_root
+
+    return os.environ.get('WAM_RELEASES_DB') or os.path.join(
+        workspace_root(), 'releases', 'releases.db'
+    )
+
+
 def manifest_digest(model_dir: str) -> str:
     """sha256 of a model directory's manifest.json (which holds every file's sha256)."""
     with open(os.path.join(model_dir, MANIFEST_NAME), 'rb') as fh:
