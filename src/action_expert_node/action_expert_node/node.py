@@ -61,7 +61,12 @@ from wam_core.releases.loading import (
     rss_mb,
     start_load,
 )
-from wam_core.releases.registry import manifest_digest, verify_release_dir
+from wam_core.releases.registry import (
+    RegistryError,
+    look_up,
+    manifest_digest,
+    verify_release_dir,
+)
 from wam_core.serving.action_ticker import ActionTicker, Descriptor
 from wam_core.serving.batched_decode import too_slow_for_an_instance
 from wam_core.serving.chunk_stream import ChunkStream
@@ -77,7 +82,12 @@ from wam_util.executors import run_node
 from wam_util.metrics import NodeMetrics
 from wam_util.params import NodeParams
 from wam_util.quiet_log import QuietLog
+from wam_util.release_query import ask_release
 from wam_util.status import TypedStatus
+
+# how often a (re)started lone action expert looks whether it has asked the world expert
+# which release it encodes its robot with (see _check_release)
+RELEASE_CHECK_S = 0.2
 
 
 class ActionExpertNode(LifecycleNode):
@@ -156,6 +166,14 @@ class ActionExpertNode(LifecycleNode):
         # the lock keeps that apart from the executor's switch phases
         self._pending_confirm: str | None = None
         self._switch_lock = threading.Lock()
+        # A (re)started action expert that serves its robot alone (not on an instance: an
+        # instance asks its peers) decodes with the release its parameters name, which
+        # need not be the one the world expert encodes its robot with since a switch: it
+        # asks the world expert once and switches to that release (from the registry)
+        self._release_clients: list = []
+        self._release_timer = None
+        self._release_state = ''  # '' (to ask) | asking | adopting | checked
+        self._release_wanted: tuple[str, str, str] | None = None  # name, dir, sha256
         self.diagnostics = NodeDiagnostics(self, reports_as=reports_as)
         # in the robot's namespace, not the node's: an instance's standby node that took
         # the robot over reports where the robot's action_expert does
@@ -261,6 +279,13 @@ class ActionExpertNode(LifecycleNode):
             f'{"action_expert_standby" if self._standby_role else "action_expert"}/switch_release',
             self._on_switch_release,
         )
+        if not self.hosted:
+            # the world expert beside it (a lone robot) or in the root namespace (a fleet)
+            names = {self.resolve_service_name('world_expert/switch_release')}
+            names.add('/world_expert/switch_release')
+            self._release_clients = [self.create_client(SwitchRelease, n) for n in sorted(names)]
+            self._release_state, self._release_wanted = '', None
+            self._release_timer = self.create_timer(RELEASE_CHECK_S, self._check_release)
         self.metrics = NodeMetrics(self, cfg.metrics_port)
         for stage, window in (
             ('tick', self.timer_stats.stages['tick']),
@@ -424,6 +449,12 @@ class ActionExpertNode(LifecycleNode):
         if self._switch_srv is not None:
             self.destroy_service(self._switch_srv)
         self._switch_srv = None
+        if self._release_timer is not None:
+            self.destroy_timer(self._release_timer)
+        self._release_timer = None
+        for client in self._release_clients:
+            self.destroy_client(client)
+        self._release_clients = []
         self._loads = {}
         if self._pub is not None:
             self.destroy_lifecycle_publisher(self._pub)
@@ -569,6 +600,82 @@ class ActionExpertNode(LifecycleNode):
             self._loads.pop(name, None)  # the ticker holds it now
             self._pending_confirm = name
             return 'armed'
+
+    # a restart after a switch (a lone action expert) ---------------------------
+    def _check_release(self) -> None:
+        """On the executor, while active: ask the world expert once which release it
+        encodes this robot with; for another than this node's, load that release's action
+        expert from the registry, arm it (it serves from its first representation) and
+        confirm it once it serves. From then on the release manager switches both."""
+        if not self.ready or self._release_state in ('asking', 'checked'):
+            return
+        if self._release_state == 'adopting':
+            self._adopt_step()
+            return
+        for client in self._release_clients:
+            if ask_release(client, self._on_release_answer, robot=self.robot):
+                self._release_state = 'asking'
+                return
+
+    def _on_release_answer(self, res) -> None:
+        name = res.active_release if res is not None and res.success else ''
+        if not name:
+            self._release_state = ''  # no answer, or not configured yet: asked again
+            return
+        t = self.ticker
+        if t is None or name in (t.tag, t.armed.tag if t.armed is not None else None):
+            self._release_state = 'checked'
+            return
+        try:
+            rel = look_up(name, self.cfg.releases_db)
+        except RegistryError as exc:
+            self._release_state = 'checked'
+            if self.cfg.release:
+                self.get_logger().warning(
+                    f'the world expert encodes this robot with release {name}, this action '
+                    f'expert decodes with {t.tag}, and {name} cannot be looked up ({exc}): '
+                    f'restart it with release {name}'
+                )
+            return  # (started from a model directory: the world names a version)
+        self._release_wanted = (name, rel.action_dir, rel.action_digest)
+        self._release_state = 'adopting'
+        self.get_logger().info(
+            f'the world expert encodes this robot with release {name}; this action expert '
+            f'started on {t.tag}: loading {name}'
+        )
+
+    def _adopt_step(self) -> None:
+        name, model_dir, digest = self._release_wanted
+        t = self.ticker
+        if t.tag == name:  # it served its first representation of the release
+            with self._switch_lock:
+                t.confirm()
+                self._loads.pop(name, None)
+            self._release_state, self._release_wanted = 'checked', None
+            self.get_logger().info(f'on release {name}, as the world expert')
+            return
+        if t.armed is not None and t.armed.tag == name:
+            return  # its first representation of that version is due
+        load = self._loads.get(name)
+        if load is None:
+            req = SwitchRelease.Request(
+                phase='load', release=name, model_dir=model_dir, manifest_sha256=digest
+            )
+            with self._switch_lock:
+                ok, message = self._switch_phase(req)
+            if not ok:
+                self._release_state = 'checked'
+                self.get_logger().warning(f'could not load release {name}: {message}')
+            return
+        if load.state == FAILED:
+            self._release_state = 'checked'
+            self.get_logger().warning(f'could not load release {name}: {load.error}')
+        elif load.state == LOADED:
+            with self._switch_lock:
+                ok, message = self._switch_phase(SwitchRelease.Request(phase='arm', release=name))
+            if not ok:
+                self._release_state = 'checked'
+                self.get_logger().warning(f'could not arm release {name}: {message}')
 
     def _standby_armed(self, name: str) -> bool:
         armed = self.ticker.armed

@@ -63,6 +63,7 @@ def release_overlay(name: str, db: str | None = None, out_dir: str | None = None
         f'    releases_db: {json.dumps(os.path.abspath(db or default_db()))}\n'
         '/**/action_expert:\n  ros__parameters:\n'
         f'    model_dir: {json.dumps(rel.action_dir)}\n    release: {json.dumps(name)}\n'
+        f'    releases_db: {json.dumps(os.path.abspath(db or default_db()))}\n'
     )
     with open(path, 'w', encoding='utf-8') as fh:
         fh.write(text)

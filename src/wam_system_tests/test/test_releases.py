@@ -15,7 +15,7 @@ import pytest
 
 from wam_core.models.default_models import write_default_models
 from wam_core.models.manifest import read_manifest, write_manifest
-from wam_interfaces.msg import WorldExpertStatus
+from wam_interfaces.msg import ActionExpertStatus, WorldExpertStatus
 
 
 def _cli(db, *args):
@@ -214,6 +214,29 @@ def test_the_command_line_promotes_and_rolls_back_a_running_lone_robot(tmp_path)
         stack.spin_for(2.0)
         assert stack.monitor.action.chunks - chunks > 20, stack.monitor.action.message
         assert stack.monitor.action.release == 'v2' and not stack.monitor.safety_stop
+        # The same for the action expert: restarted on v1, it asks the world expert which
+        # release it encodes the robot with, loads v2's action expert and switches to it
+        # (a switch in the new process: release_switches 1)
+        actions = []
+        stack.monitor.create_subscription(
+            ActionExpertStatus, '/action_expert/status',
+            lambda msg: actions.append((time.monotonic(), msg.release, msg.release_switches)),
+            10,
+        )  # fmt: skip
+        stack.kill_child('action', signal.SIGKILL)
+        t_restart = time.monotonic()
+        stack.start_child('action')
+
+        def action_on_v2():
+            return any(t > t_restart and r == 'v2' and n == 1 for t, r, n in actions)
+
+        stack.spin_for(120.0, until=action_on_v2)
+        assert action_on_v2(), actions[-3:]
+        stack.spin_for(15.0, until=lambda: not stack.monitor.safety_stop)
+        chunks = stack.monitor.action.chunks
+        stack.spin_for(2.0)
+        assert stack.monitor.action.chunks - chunks > 20, stack.monitor.action.message
+        assert stack.monitor.action.mixed_version_ticks == 0 and not stack.monitor.safety_stop
         proc = subprocess.Popen(
             [sys.executable, '-m', 'robot_agent.releases', '--db', db, 'rollback',
              '--reason', 'test'],

@@ -12,8 +12,11 @@ from collections.abc import Callable
 from wam_interfaces.srv import SwitchRelease
 
 
-def ask_release(client, on_answer: Callable[[SwitchRelease.Response | None], None]) -> bool:
-    """Send a status request on ``client`` if its service is there (False: not sent).
+def ask_release(
+    client, on_answer: Callable[[SwitchRelease.Response | None], None], robot: str | None = None
+) -> bool:
+    """Send a status request on ``client`` if its service is there (False: not sent);
+    ``robot``: of a world expert, the release it encodes that robot with.
     ``on_answer`` runs on the executor with the response, or None when none came (the
     node went away meanwhile: the caller asks again later)."""
     if not client.service_is_ready():
@@ -26,5 +29,6 @@ def ask_release(client, on_answer: Callable[[SwitchRelease.Response | None], Non
             res = None
         on_answer(res)
 
-    client.call_async(SwitchRelease.Request(phase='status')).add_done_callback(done)
+    req = SwitchRelease.Request(phase='status', robots=[] if robot is None else [robot])
+    client.call_async(req).add_done_callback(done)
     return True

@@ -13,7 +13,6 @@ for a fleet, to /<robot>/world_expert/status, where each robot's harness listens
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
@@ -46,9 +45,8 @@ from wam_core.releases.loading import (
     start_load,
 )
 from wam_core.releases.registry import (
-    Registry,
     RegistryError,
-    default_db_path,
+    look_up,
     verify_release_dir,
 )
 from wam_core.serving.batch_window import BatchWindow
@@ -516,12 +514,8 @@ class WorldExpertNode(LifecycleNode):
         if name == encoding:
             self._release_checked.add(robot)
             return
-        db = self.cfg.releases_db or default_db_path()
         try:
-            if not os.path.exists(db):
-                raise RegistryError(f'no release registry at {db}')
-            with Registry(db) as reg:
-                rel = reg.get(name)
+            rel = look_up(name, self.cfg.releases_db)
         except RegistryError as exc:
             self._release_checked.add(robot)
             if not self.cfg.release:

@@ -405,6 +405,12 @@ class ActionExpertParams:
         'the release model_dir belongs to (its name in the release registry: the name a '
         "switch reports); empty: the model's version",
     )
+    releases_db: str = param(
+        '',
+        'the release registry where a (re)started action expert (not on an instance) finds '
+        'the action expert of the release the world expert encodes its robot with; empty: '
+        '$WAM_RELEASES_DB, else releases/releases.db in the workspace',
+    )
     precision: str = param(
         'fp32', 'compute dtype (its matrices are small: fp32 is as fast)', choices=PRECISIONS
     )

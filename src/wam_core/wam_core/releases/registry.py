@@ -171,6 +171,17 @@ def default_db_path() -> str:
     )
 
 
+def look_up(name: str, db: str = '') -> Release:
+    """The release ``name`` from the registry at ``db`` (empty: ``default_db_path()``),
+    for a node that finds which release it should serve; RegistryError if there is no
+    registry there (none is created) or no such release."""
+    db = db or default_db_path()
+    if not os.path.exists(db):
+        raise RegistryError(f'no release registry at {db}')
+    with Registry(db) as reg:
+        return reg.get(name)
+
+
 def manifest_digest(model_dir: str) -> str:
     """sha256 of a model directory's manifest.json (which holds every file's sha256)."""
     with open(os.path.join(model_dir, MANIFEST_NAME), 'rb') as fh:
