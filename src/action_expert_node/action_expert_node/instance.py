@@ -48,7 +48,7 @@ from wam_util import convert, qos
 from wam_util.diagnostics import NodeDiagnostics
 from wam_util.executors import run_node
 from wam_util.params import NodeParams
-from wam_util.release_query import ask_release
+from wam_util.release_query import ReleaseQuestion
 
 from .node import ActionExpertNode
 
@@ -56,9 +56,10 @@ HEARTBEATS = '/action_instances'
 # how often the executor checks whether the robots' chunk publishers reach their gates
 # (graph queries: off the clock's thread; against a settle time of seconds)
 LINK_CHECK_S = 0.1
-# How long a restarted instance waits for a peer that drives one of its robots to say
-# which release it serves it with, before it falls back to the world-version rule alone
-RELEASE_ANSWER_S = 2.0
+# How long a restarted instance waits, from when it first sees a peer drive one of its
+# robots, for that peer to say which release it serves it with, before it falls back to
+# the world-version rule alone
+RELEASE_ANSWER_S = 5.0
 
 
 class ActionInstance(Node):
@@ -90,9 +91,8 @@ class ActionInstance(Node):
         # given up on (the world-version rule decides then).
         self._release_checked: set[str] = set()
         self._release_asked: dict[str, float] = {}  # robot -> first asked (monotonic)
-        self._release_pending: set[str] = set()  # a request in flight
         self._release_wanted: dict[str, tuple[str, str, str]] = {}  # name, dir, sha256
-        self._release_clients: dict[str, object] = {}
+        self._release_questions: dict[str, ReleaseQuestion] = {}
         self._beat = self.create_publisher(ActionInstanceStatus, HEARTBEATS, qos.EVENTS)
         self.create_subscription(ActionInstanceStatus, HEARTBEATS, self._on_heartbeat, qos.EVENTS)
         self.diagnostics = NodeDiagnostics(self)
@@ -138,12 +138,12 @@ class ActionInstance(Node):
             linked=set(),  # none until the executor's link check has seen them matched
         )
         for robot in cfg.robots:  # a peer's standby drives it after a takeover
-            self._release_clients[robot] = self.create_client(
-                SwitchRelease, f'/{robot}/action_expert_standby/switch_release'
+            self._release_questions[robot] = ReleaseQuestion(
+                self.create_client(SwitchRelease, f'/{robot}/action_expert_standby/switch_release')
             )
         for robot in cfg.standby_robots:  # its primary instance drives it
-            self._release_clients[robot] = self.create_client(
-                SwitchRelease, f'/{robot}/action_expert/switch_release'
+            self._release_questions[robot] = ReleaseQuestion(
+                self.create_client(SwitchRelease, f'/{robot}/action_expert/switch_release')
             )
         freeze_heap()
         self.clock = DeadlineTimer(
@@ -288,20 +288,17 @@ class ActionInstance(Node):
                 and self.roster.peer_served_within(r, now, self.cfg.startup_grace_s)
             }
             wanted = dict(self._release_wanted)
-        for robot in sorted(driven - set(wanted) - self._release_pending):
+        for robot in sorted(driven - set(wanted)):
             with self._lock:  # the answer's wait is timed from here, whatever the graph says
                 self._release_asked.setdefault(robot, now)
-            if ask_release(
-                self._release_clients[robot], lambda res, r=robot: self._on_release_answer(r, res)
-            ):
-                self._release_pending.add(robot)
+            question = self._release_questions[robot]
+            question.ask(lambda res, r=robot: self._on_release_answer(r, res))
         for robot, (name, model_dir, digest) in wanted.items():
             self._adopt(robot, name, model_dir, digest)
 
     def _on_release_answer(self, robot: str, res) -> None:
-        self._release_pending.discard(robot)
-        if res is None or not res.active_release:
-            return  # no answer (the peer went away), or not configured: asked again
+        if not res.success or not res.active_release or robot in self._release_checked:
+            return  # not configured, or adopting a release itself: asked again
         node = self.experts[robot]
         with self._lock:
             if res.active_release == node.ticker.tag:
@@ -334,7 +331,7 @@ class ActionInstance(Node):
                 self.get_logger().info(f'{robot}: on release {name}, as its peer')
             else:
                 self.get_logger().warning(
-                    f'{robot}: could not load release {name} ({state[len("failed: ") :]}); '
+                    f'{robot}: release {name} not adopted ({state[len("failed: ") :]}); '
                     'the world-version rule decides whether it is claimed'
                 )
 

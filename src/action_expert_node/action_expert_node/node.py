@@ -82,7 +82,7 @@ from wam_util.executors import run_node
 from wam_util.metrics import NodeMetrics
 from wam_util.params import NodeParams
 from wam_util.quiet_log import QuietLog
-from wam_util.release_query import ask_release
+from wam_util.release_query import ReleaseQuestion
 from wam_util.status import TypedStatus
 
 # how often a (re)started lone action expert looks whether it has asked the world expert
@@ -171,9 +171,16 @@ class ActionExpertNode(LifecycleNode):
         # need not be the one the world expert encodes its robot with since a switch: it
         # asks the world expert once and switches to that release (from the registry)
         self._release_clients: list = []
+        self._release_questions: list[ReleaseQuestion] = []
         self._release_timer = None
-        self._release_state = ''  # '' (to ask) | asking | adopting | checked
+        self._release_state = ''  # '' (to ask) | adopting | checked
         self._release_wanted: tuple[str, str, str] | None = None  # name, dir, sha256
+        # the release being adopted, lone or for an instance (its status names none
+        # meanwhile: a node restarted beside it asks again), and the switch_release calls
+        # that change something: a release manager's switch meanwhile ends the adoption
+        self._adopting: str | None = None
+        self._adopt_calls = 0
+        self._switch_calls = 0
         self.diagnostics = NodeDiagnostics(self, reports_as=reports_as)
         # in the robot's namespace, not the node's: an instance's standby node that took
         # the robot over reports where the robot's action_expert does
@@ -284,6 +291,10 @@ class ActionExpertNode(LifecycleNode):
             names = {self.resolve_service_name('world_expert/switch_release')}
             names.add('/world_expert/switch_release')
             self._release_clients = [self.create_client(SwitchRelease, n) for n in sorted(names)]
+            self._release_questions = [
+                ReleaseQuestion(c, robot=self.robot) for c in self._release_clients
+            ]
+            self._adopting = None
             self._release_state, self._release_wanted = '', None
             self._release_timer = self.create_timer(RELEASE_CHECK_S, self._check_release)
         self.metrics = NodeMetrics(self, cfg.metrics_port)
@@ -454,7 +465,7 @@ class ActionExpertNode(LifecycleNode):
         self._release_timer = None
         for client in self._release_clients:
             self.destroy_client(client)
-        self._release_clients = []
+        self._release_clients, self._release_questions = [], []
         self._loads = {}
         if self._pub is not None:
             self.destroy_lifecycle_publisher(self._pub)
@@ -468,6 +479,8 @@ class ActionExpertNode(LifecycleNode):
     def _on_switch_release(self, request, response):
         """SwitchRelease phases (see the .srv): load beside the served model, arm it to take
         over at its first representation, confirm, abort, status."""
+        if request.phase != 'status':
+            self._switch_calls += 1
         try:
             with self._switch_lock:
                 ok, message = self._switch_phase(request)
@@ -575,31 +588,41 @@ class ActionExpertNode(LifecycleNode):
         instance's clock makes it the served one (``between_ticks``). Called again until it
         answers ``serving``; otherwise ``loading``, ``armed`` or ``failed: <reason>``."""
         with self._switch_lock:
-            t = self.ticker
-            if t is None:
-                return 'failed: not configured'
-            if t.tag == name:
-                return 'serving'
-            if self.serves_robot:
-                return 'failed: it drives its robot (the release manager switches it)'
-            if t.armed is not None and t.armed.tag == name:
-                self._pending_confirm = name
-                return 'armed'
-            load = self._loads.get(name)
-            if load is None or load.state == FAILED:
-                if load is not None:
-                    return f'failed: {load.error}'
-                req = SwitchRelease.Request(
-                    phase='load', release=name, model_dir=model_dir, manifest_sha256=digest
-                )
-                ok, message = self._switch_phase(req)
-                return 'loading' if ok else f'failed: {message}'
-            if load.state != LOADED:
-                return load.state
-            t.arm(load.result, load.result.spec.world_version, name)
-            self._loads.pop(name, None)  # the ticker holds it now
+            state = self._adopt_state(name, model_dir, digest)
+            self._adopting = name if state in ('loading', 'armed') else None
+            return state
+
+    def _adopt_state(self, name: str, model_dir: str, digest: str) -> str:
+        """adopt_release's step (under the switch lock)."""
+        t = self.ticker
+        if t is None:
+            return 'failed: not configured'
+        if self._adopting != name:  # a new adoption: switches from here on end it
+            self._adopt_calls = self._switch_calls
+        elif self._adopt_calls != self._switch_calls:
+            return 'failed: a release switch arrived meanwhile: it decides'
+        if t.tag == name:
+            return 'serving'
+        if self.serves_robot:
+            return 'failed: it drives its robot (the release manager switches it)'
+        if t.armed is not None and t.armed.tag == name:
             self._pending_confirm = name
             return 'armed'
+        load = self._loads.get(name)
+        if load is None or load.state == FAILED:
+            if load is not None:
+                return f'failed: {load.error}'
+            req = SwitchRelease.Request(
+                phase='load', release=name, model_dir=model_dir, manifest_sha256=digest
+            )
+            ok, message = self._switch_phase(req)
+            return 'loading' if ok else f'failed: {message}'
+        if load.state != LOADED:
+            return load.state
+        t.arm(load.result, load.result.spec.world_version, name)
+        self._loads.pop(name, None)  # the ticker holds it now
+        self._pending_confirm = name
+        return 'armed'
 
     # a restart after a switch (a lone action expert) ---------------------------
     def _check_release(self) -> None:
@@ -607,21 +630,19 @@ class ActionExpertNode(LifecycleNode):
         encodes this robot with; for another than this node's, load that release's action
         expert from the registry, arm it (it serves from its first representation) and
         confirm it once it serves. From then on the release manager switches both."""
-        if not self.ready or self._release_state in ('asking', 'checked'):
+        if not self.ready or self._release_state == 'checked':
             return
         if self._release_state == 'adopting':
             self._adopt_step()
             return
-        for client in self._release_clients:
-            if ask_release(client, self._on_release_answer, robot=self.robot):
-                self._release_state = 'asking'
+        for question in self._release_questions:
+            if question.ask(self._on_release_answer):
                 return
 
     def _on_release_answer(self, res) -> None:
-        name = res.active_release if res is not None and res.success else ''
-        if not name:
-            self._release_state = ''  # no answer, or not configured yet: asked again
-            return
+        name = res.active_release if res.success else ''
+        if not name or self._release_state:
+            return  # not configured, or adopting a release itself: asked again
         t = self.ticker
         if t is None or name in (t.tag, t.armed.tag if t.armed is not None else None):
             self._release_state = 'checked'
@@ -639,43 +660,54 @@ class ActionExpertNode(LifecycleNode):
             return  # (started from a model directory: the world names a version)
         self._release_wanted = (name, rel.action_dir, rel.action_digest)
         self._release_state = 'adopting'
+        with self._switch_lock:
+            self._adopting, self._adopt_calls = name, self._switch_calls
         self.get_logger().info(
             f'the world expert encodes this robot with release {name}; this action expert '
             f'started on {t.tag}: loading {name}'
         )
 
     def _adopt_step(self) -> None:
+        """The lone node's adoption, one step per check: load, arm, confirm once it serves
+        (a switch from the release manager meanwhile ends it: the switch decides)."""
         name, model_dir, digest = self._release_wanted
         t = self.ticker
-        if t.tag == name:  # it served its first representation of the release
-            with self._switch_lock:
+        with self._switch_lock:
+            if self._adopt_calls != self._switch_calls:
+                problem = 'a release switch arrived meanwhile: it decides'
+            elif t.tag == name:  # it served its first representation of the release
                 t.confirm()
                 self._loads.pop(name, None)
-            self._release_state, self._release_wanted = 'checked', None
+                problem = ''
+            elif t.armed is not None and t.armed.tag == name:
+                return  # its first representation of that version is due
+            else:
+                load = self._loads.get(name)
+                if load is None:
+                    req = SwitchRelease.Request(
+                        phase='load', release=name, model_dir=model_dir, manifest_sha256=digest
+                    )
+                    ok, message = self._switch_phase(req)
+                    if ok:
+                        return
+                    problem = message
+                elif load.state == FAILED:
+                    problem = load.error
+                elif load.state != LOADED:
+                    return
+                else:
+                    ok, message = self._switch_phase(
+                        SwitchRelease.Request(phase='arm', release=name)
+                    )
+                    if ok:
+                        return
+                    problem = message
+            self._adopting = None
+        self._release_state, self._release_wanted = 'checked', None
+        if problem:
+            self.get_logger().warning(f'release {name} not adopted: {problem}')
+        else:
             self.get_logger().info(f'on release {name}, as the world expert')
-            return
-        if t.armed is not None and t.armed.tag == name:
-            return  # its first representation of that version is due
-        load = self._loads.get(name)
-        if load is None:
-            req = SwitchRelease.Request(
-                phase='load', release=name, model_dir=model_dir, manifest_sha256=digest
-            )
-            with self._switch_lock:
-                ok, message = self._switch_phase(req)
-            if not ok:
-                self._release_state = 'checked'
-                self.get_logger().warning(f'could not load release {name}: {message}')
-            return
-        if load.state == FAILED:
-            self._release_state = 'checked'
-            self.get_logger().warning(f'could not load release {name}: {load.error}')
-        elif load.state == LOADED:
-            with self._switch_lock:
-                ok, message = self._switch_phase(SwitchRelease.Request(phase='arm', release=name))
-            if not ok:
-                self._release_state = 'checked'
-                self.get_logger().warning(f'could not arm release {name}: {message}')
 
     def _standby_armed(self, name: str) -> bool:
         armed = self.ticker.armed
@@ -722,7 +754,7 @@ class ActionExpertNode(LifecycleNode):
     def _switch_response(self, name: str, response, ok: bool, message: str):
         t = self.ticker
         response.success, response.message = ok, message
-        response.active_release = t.tag if t else ''
+        response.active_release = t.tag if t and self._adopting is None else ''
         if t is not None:
             source = self._sources.get(t.tag, ('', ''))
             response.active_model_dir, response.active_manifest_sha256 = source

@@ -38,7 +38,6 @@ from wam_core.models.registry import enable_cuda_graphs, load_world_expert
 from wam_core.releases.loading import (
     FAILED,
     LOADED,
-    LOADING,
     BackgroundLoad,
     paced,
     rss_mb,
@@ -70,7 +69,7 @@ from wam_util.executors import run_node
 from wam_util.metrics import NodeMetrics
 from wam_util.params import NodeParams
 from wam_util.quiet_log import QuietLog
-from wam_util.release_query import ask_release
+from wam_util.release_query import ReleaseQuestion
 from wam_util.status import TypedStatus
 
 # how often a (re)started world expert looks for robots whose action expert it has not yet
@@ -128,11 +127,15 @@ class WorldExpertNode(LifecycleNode):
         # action expert once which release it serves, and encodes that robot's frames with
         # that release's world expert (found in the registry, loaded, then committed)
         self._release_clients: dict[str, object] = {}
+        self._release_questions: dict[str, ReleaseQuestion] = {}
         self._release_timer = None
         self._release_checked: set[str] = set()
-        self._release_pending: set[str] = set()
-        self._release_wanted: dict[str, tuple[str, str, str]] = {}  # name, dir, sha256
-        self._release_adopted: set[str] = set()  # releases loaded that way
+        # robot -> (release, world dir, manifest sha256, switch count when answered)
+        self._release_wanted: dict[str, tuple[str, str, str, int]] = {}
+        self._release_replaced: set[str] = set()  # releases an adoption took robots from
+        # switch_release calls that change something (not status): a release manager's
+        # switch during an adoption decides, and the adoption gives up
+        self._switch_calls = 0
         # Frames are encoded on a worker thread, newest first per robot (a frame that
         # arrives while its robot's last one waits replaces it), batched across robots:
         # the executor thread never blocks on the encoder, so in single-process mode the
@@ -246,12 +249,12 @@ class WorldExpertNode(LifecycleNode):
         self._switch_srv = self.create_service(
             SwitchRelease, 'world_expert/switch_release', self._on_switch_release
         )
-        self._release_checked, self._release_pending = set(), set()
-        self._release_wanted, self._release_adopted = {}, set()
+        self._release_checked, self._release_wanted, self._release_replaced = set(), {}, set()
         self._release_clients = {
             r: self.create_client(SwitchRelease, self._topic(r, 'action_expert/switch_release'))
             for r in self.robots
         }
+        self._release_questions = {r: ReleaseQuestion(c) for r, c in self._release_clients.items()}
         self._release_timer = self.create_timer(RELEASE_CHECK_S, self._check_releases)
         self.metrics = NodeMetrics(self, cfg.metrics_port)
         for stage in timer.stages:  # per observation
@@ -385,7 +388,7 @@ class WorldExpertNode(LifecycleNode):
             self._release_timer = None
         for client in self._release_clients.values():
             self.destroy_client(client)
-        self._release_clients = {}
+        self._release_clients, self._release_questions = {}, {}
         self._loads, self._pending_use = {}, {}
         self._close_caches()
         return True
@@ -409,12 +412,17 @@ class WorldExpertNode(LifecycleNode):
             ok, message = self._switch_phase(request)
         except Exception as exc:  # a bad request never takes the node down
             ok, message = False, f'{type(exc).__name__}: {exc}'
+        if request.phase != 'status':
+            self._switch_calls += 1
         name = request.release
         load = self._loads.get(name)
         response.success, response.message = ok, message
         robots = list(request.robots) or self.robots
         serving = [r for r in robots if self.robot_release.get(r) == name]
         response.active_release = self.robot_release.get(robots[0], '') if robots else ''
+        if robots and robots[0] in self._release_wanted:
+            # adopting a release itself (restarted): asked again by a node that restarted too
+            response.active_release = ''
         if serving and len(serving) == len(robots):
             response.state = 'serving'
         elif name in self.models:
@@ -489,25 +497,20 @@ class WorldExpertNode(LifecycleNode):
         if not self.ready:
             return
         for robot in self.robots:
-            if robot in self._release_checked or robot in self._release_pending:
+            if robot in self._release_checked or robot in self._release_wanted:
                 continue
-            if robot in self._release_wanted:
-                continue
-            client = self._release_clients.get(robot)
-            if client is not None and ask_release(
-                client, lambda res, r=robot: self._on_release_answer(r, res)
-            ):
-                self._release_pending.add(robot)
-        for robot, (name, model_dir, digest) in list(self._release_wanted.items()):
-            self._adopt(robot, name, model_dir, digest)
-        if self._release_adopted and not self._release_wanted:
+            question = self._release_questions.get(robot)
+            if question is not None:
+                question.ask(lambda res, r=robot: self._on_release_answer(r, res))
+        for robot, wanted in list(self._release_wanted.items()):
+            self._adopt(robot, *wanted)
+        if self._release_replaced and not self._release_wanted:
             self._drop_unused()
 
     def _on_release_answer(self, robot: str, res) -> None:
-        self._release_pending.discard(robot)
-        name = res.active_release if res is not None else ''
-        if not name:
-            return  # no answer, or not configured yet: asked again
+        name = res.active_release if res.success else ''
+        if not name or robot in self._release_checked or robot in self._release_wanted:
+            return  # not configured, or adopting a release itself: asked again
         who = robot or 'the robot'
         with self._wake:
             encoding = self._pending_use.get(robot, self.robot_release.get(robot))
@@ -516,6 +519,9 @@ class WorldExpertNode(LifecycleNode):
             return
         try:
             rel = look_up(name, self.cfg.releases_db)
+            if res.active_manifest_sha256 and res.active_manifest_sha256 != rel.action_digest:
+                # a model version that names another pair in the registry, not a release
+                raise RegistryError(f'{name} in the registry is another action expert')
         except RegistryError as exc:
             self._release_checked.add(robot)
             if not self.cfg.release:
@@ -529,14 +535,22 @@ class WorldExpertNode(LifecycleNode):
                 f'expert with release {name}'
             )
             return
-        self._release_wanted[robot] = (name, rel.world_dir, rel.world_digest)
+        self._release_wanted[robot] = (name, rel.world_dir, rel.world_digest, self._switch_calls)
         self.get_logger().info(
             f'{who}: its action expert serves release {name}; this world expert started on '
             f'{encoding}: loading {name}'
         )
 
-    def _adopt(self, robot: str, name: str, model_dir: str, digest: str) -> None:
+    def _adopt(self, robot: str, name: str, model_dir: str, digest: str, calls: int) -> None:
         who = robot or 'the robot'
+        if calls != self._switch_calls:
+            del self._release_wanted[robot]
+            self._release_checked.add(robot)
+            self.get_logger().warning(
+                f'{who}: a release switch arrived while loading release {name}: the switch '
+                'decides what this robot is encoded with'
+            )
+            return
         self._finish_loads()
         if name not in self.models:
             load = self._loads.get(name)
@@ -556,28 +570,26 @@ class WorldExpertNode(LifecycleNode):
             )
             return
         with self._wake:  # the encoder thread applies it before its next batch
+            self._release_replaced.add(self._pending_use.get(robot, self.robot_release[robot]))
             self._pending_use[robot] = name
             self._wake.notify()
         del self._release_wanted[robot]
         self._release_checked.add(robot)
-        self._release_adopted.add(name)
         self.get_logger().info(f'{who}: encoding with release {name}, as its action expert')
 
     def _drop_unused(self) -> None:
-        """Once adopted releases serve: the models no robot uses and no switch loads are
-        let go (the one the parameters named, typically)."""
+        """Once adopted releases serve: the models they replaced that no robot uses are let
+        go (the one the parameters named, typically; never one a release manager loaded)."""
         with self._wake:
             if self._pending_use:
                 return  # not applied yet
             used = set(self.robot_release.values())
-            loading = {n for n, load in self._loads.items() if load.state == LOADING}
-            dropped = [k for k in self.models if k not in used and k not in loading]
+            dropped = [k for k in self._release_replaced if k not in used and k in self.models]
             for k in dropped:
                 del self.models[k]
-                self._loads.pop(k, None)
             self.expert = self.models[self.robot_release[self.robots[0]]]
             self.fleet_encoder.expert = self.expert
-        self._release_adopted = set()
+        self._release_replaced = set()
         if dropped:
             self.get_logger().info(f'unloaded {", ".join(dropped)}: no robot uses it')
 

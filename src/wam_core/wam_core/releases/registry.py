@@ -178,8 +178,13 @@ def look_up(name: str, db: str = '') -> Release:
     db = db or default_db_path()
     if not os.path.exists(db):
         raise RegistryError(f'no release registry at {db}')
-    with Registry(db) as reg:
-        return reg.get(name)
+    try:  # a node's executor asks: a locked or damaged registry is an answer, not a wait
+        with Registry(db, timeout_s=1.0) as reg:
+            return reg.get(name)
+    except RegistryError:
+        raise
+    except Exception as exc:  # sqlite3.Error, a row the schema no longer fits
+        raise RegistryError(f'release registry {db}: {type(exc).__name__}: {exc}') from None
 
 
 def manifest_digest(model_dir: str) -> str:
@@ -216,12 +221,12 @@ def _conformance_kit(world_dir: str, action_dir: str, config: str | None) -> lis
 class Registry:
     """One SQLite database of releases and their audit trail."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, timeout_s: float = 10.0):
         self.path = path
         parent = os.path.dirname(os.path.abspath(path))
         os.makedirs(parent, exist_ok=True)
         try:
-            self._db = sqlite3.connect(path, timeout=10.0, isolation_level=None)
+            self._db = sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
             self._db.executescript(_SCHEMA)
         except sqlite3.Error as exc:
             raise RegistryError(f'cannot open the release registry {path!r}: {exc}') from None
