@@ -581,18 +581,23 @@ class ActionExpertNode(LifecycleNode):
             role = 'standby' if self._standby_role else 'node'
             self.get_logger().info(f'release {name} confirmed on this {role}')
 
-    def adopt_release(self, name: str, model_dir: str, digest: str) -> str:
-        """Bring this node, while it does not drive its robot, onto the release ``name``
-        that a peer instance serves the robot with (this instance restarted with another):
-        load it beside the served model (verified against ``digest``), arm it, and its
-        instance's clock makes it the served one (``between_ticks``). Called again until it
-        answers ``serving``; otherwise ``loading``, ``armed`` or ``failed: <reason>``."""
+    def adopt_release(
+        self, name: str, model_dir: str, digest: str, while_serving: bool = False
+    ) -> str:
+        """Bring this node onto the release ``name`` that the node which kept running
+        serves the robot with (this one restarted with another): load it beside the served
+        model (verified against ``digest``) and arm it. A node that does not drive its robot
+        (on an instance) is made to serve it by its instance's clock (``between_ticks``);
+        one that drives it (``while_serving``: a lone action expert) switches at its first
+        representation of the release's version, as after a release manager's arm. Called
+        again until it answers ``serving`` (then the replaced model is let go); otherwise
+        ``loading``, ``armed`` or ``failed: <reason>``."""
         with self._switch_lock:
-            state = self._adopt_state(name, model_dir, digest)
+            state = self._adopt_state(name, model_dir, digest, while_serving)
             self._adopting = name if state in ('loading', 'armed') else None
             return state
 
-    def _adopt_state(self, name: str, model_dir: str, digest: str) -> str:
+    def _adopt_state(self, name: str, model_dir: str, digest: str, while_serving: bool) -> str:
         """adopt_release's step (under the switch lock)."""
         t = self.ticker
         if t is None:
@@ -602,11 +607,14 @@ class ActionExpertNode(LifecycleNode):
         elif self._adopt_calls != self._switch_calls:
             return 'failed: a release switch arrived meanwhile: it decides'
         if t.tag == name:
+            if self._adopting == name:
+                t.confirm()  # (on an instance, between_ticks has)
             return 'serving'
-        if self.serves_robot:
+        if self.serves_robot and not while_serving:
             return 'failed: it drives its robot (the release manager switches it)'
         if t.armed is not None and t.armed.tag == name:
-            self._pending_confirm = name
+            if not self.serves_robot:
+                self._pending_confirm = name
             return 'armed'
         load = self._loads.get(name)
         if load is None or load.state == FAILED:
@@ -621,7 +629,10 @@ class ActionExpertNode(LifecycleNode):
             return load.state
         t.arm(load.result, load.result.spec.world_version, name)
         self._loads.pop(name, None)  # the ticker holds it now
-        self._pending_confirm = name
+        if self.serves_robot:  # the gate hears at once that it decodes the new version too
+            self.diagnostics.publish()
+        else:
+            self._pending_confirm = name
         return 'armed'
 
     # a restart after a switch (a lone action expert) ---------------------------
@@ -660,54 +671,23 @@ class ActionExpertNode(LifecycleNode):
             return  # (started from a model directory: the world names a version)
         self._release_wanted = (name, rel.action_dir, rel.action_digest)
         self._release_state = 'adopting'
-        with self._switch_lock:
-            self._adopting, self._adopt_calls = name, self._switch_calls
         self.get_logger().info(
             f'the world expert encodes this robot with release {name}; this action expert '
             f'started on {t.tag}: loading {name}'
         )
+        self._adopt_step()  # the load starts now (its status names no release meanwhile)
 
     def _adopt_step(self) -> None:
-        """The lone node's adoption, one step per check: load, arm, confirm once it serves
-        (a switch from the release manager meanwhile ends it: the switch decides)."""
+        """The lone node's adoption, one step per check (``adopt_release``)."""
         name, model_dir, digest = self._release_wanted
-        t = self.ticker
-        with self._switch_lock:
-            if self._adopt_calls != self._switch_calls:
-                problem = 'a release switch arrived meanwhile: it decides'
-            elif t.tag == name:  # it served its first representation of the release
-                t.confirm()
-                self._loads.pop(name, None)
-                problem = ''
-            elif t.armed is not None and t.armed.tag == name:
-                return  # its first representation of that version is due
-            else:
-                load = self._loads.get(name)
-                if load is None:
-                    req = SwitchRelease.Request(
-                        phase='load', release=name, model_dir=model_dir, manifest_sha256=digest
-                    )
-                    ok, message = self._switch_phase(req)
-                    if ok:
-                        return
-                    problem = message
-                elif load.state == FAILED:
-                    problem = load.error
-                elif load.state != LOADED:
-                    return
-                else:
-                    ok, message = self._switch_phase(
-                        SwitchRelease.Request(phase='arm', release=name)
-                    )
-                    if ok:
-                        return
-                    problem = message
-            self._adopting = None
+        state = self.adopt_release(name, model_dir, digest, while_serving=True)
+        if state in ('loading', 'armed'):
+            return
         self._release_state, self._release_wanted = 'checked', None
-        if problem:
-            self.get_logger().warning(f'release {name} not adopted: {problem}')
-        else:
+        if state == 'serving':
             self.get_logger().info(f'on release {name}, as the world expert')
+        else:
+            self.get_logger().warning(f'release {name} not adopted: {state[len("failed: ") :]}')
 
     def _standby_armed(self, name: str) -> bool:
         armed = self.ticker.armed
