@@ -162,7 +162,7 @@ class SafetyGate:
             point = np.clip(point, self.clamp.lower, self.clamp.upper).reshape(1, -1)
             hold = Trajectory(0.0, np.array([duration]), point, np.zeros_like(point))
             self._out.publish(convert.timed_trajectory(self.joint_names, hold))  # 0: "now"
-            self.tracker.record(now_s, hold.times, point, hold.velocities)
+            self.tracker.record(now_s, hold.times, point, hold.velocities, (base, vel))
 
     # inputs ---------------------------------------------------------------------------
     def _reject_input(self, what: str, exc: Exception) -> None:
@@ -285,7 +285,7 @@ class SafetyGate:
             )
         )
         self._seam_jump_window = max(self._seam_jump_window, jump)
-        self.tracker.record(start_s, times, res.positions, velocities)
+        self.tracker.record(start_s, times, res.positions, velocities, (base, vel))
         self.clamp_ms.add((time.perf_counter() - t0) * 1e3)
         self._out.publish(out)
         self._out_rate.tick(now)

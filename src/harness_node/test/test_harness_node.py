@@ -20,6 +20,7 @@ from trajectory_msgs.msg import JointTrajectory
 from harness_node.node import HarnessNode
 from wam_core.common.robot import TABLETOP_ARM
 from wam_core.common.status import ERROR, OK
+from wam_core.control.trajectory import Trajectory
 from wam_util import convert as rc
 from wam_util import qos
 from wam_util.executors import make_executor, spin_slice
@@ -105,6 +106,17 @@ def call_reset(r):
     while not fut.done() and time.monotonic() < end:
         spin_slice(r.ex, 0.02)
     return fut.result()
+
+
+def running_at_q(r):
+    """The gate running (reset after the nodes' OK), the robot at Q."""
+    spin(r, 0.5)
+    r.js.publish(JointState(name=NAMES, position=Q))
+    diag(r)
+    spin(r, 0.2)
+    assert call_reset(r).success
+    spin(r, 0.1)
+    return r
 
 
 def test_gate_clamps_rejects_and_safety_stop_cycle(rig):
@@ -207,13 +219,7 @@ def test_a_chunk_whose_end_passes_while_the_gate_works_on_it_is_not_forwarded(ri
     """Lateness is judged when the chunk is sent, not when it arrived: a process stalled
     inside the gate (here: the clamp made to take 100 ms) must not forward a chunk whose
     last point has passed, which the controller rejects as ending in the past."""
-    r = rig
-    spin(r, 0.5)
-    r.js.publish(JointState(name=NAMES, position=Q))
-    diag(r)
-    spin(r, 0.2)
-    assert call_reset(r).success
-    spin(r, 0.1)
+    r = running_at_q(rig)
     # point 0 applied 200 ms before arrival: stale on receipt
     r.raw.publish(rc.joint_trajectory(NAMES, np.array([Q, Q]), time.time_ns() - 200_000_000, 0.02))
     spin(r, 0.2)
@@ -232,6 +238,37 @@ def test_a_chunk_whose_end_passes_while_the_gate_works_on_it_is_not_forwarded(ri
     chunk(r, [Q, Q])
     spin(r, 0.2)
     assert len(forwarded(r)) == 1
+
+
+def test_holds_at_a_robot_that_left_its_command_are_all_forwarded(rig):
+    """A robot more than max_command_deviation from its command (blocked, or a synthetic
+    robot that does not follow) gets chunks bounded from its measured position. The
+    action expert's holds there (one point, two periods ahead, each tick) were refused
+    as infeasible from the second one on: the first was recorded as running from the
+    abandoned command, so the second's baseline lay on that way, at ~6 rad/s (4-robot
+    fleets, 2026-12-07)."""
+    r = running_at_q(rig)
+    # the command: joint 1 at 1 rad/s for 0.8 s
+    s0 = time.time() + 0.06
+    moving = np.array([Q] * 40)
+    moving[:, 0] += 0.02 * np.arange(40)
+    r.raw.publish(rc.joint_trajectory(NAMES, moving, int(s0 * 1e9), 0.02))
+    spin(r, 0.1)
+    assert len(forwarded(r)) == 1
+    # the robot stays 0.17 rad behind where its command is at s1 (past the 0.15 default)
+    s1 = time.time() + 0.25
+    here = list(Q)
+    here[0] = Q[0] + (s1 - s0) - 0.17
+    r.js.publish(JointState(name=NAMES, position=here))
+    spin(r, 0.1)
+    for stamp in (s1, s1 + 0.02):  # two ticks' holds at the measured position
+        hold = rc.timed_trajectory(
+            NAMES, Trajectory(stamp, np.array([0.04]), np.array([here]), np.zeros((1, 7)))
+        )
+        r.raw.publish(hold)
+    spin(r, 0.2)
+    assert r.node.gate.clamp.rejected == {}
+    assert len(forwarded(r)) == 3
 
 
 def test_the_hold_service_brakes_to_a_hold_once_there_is_something_to_hold(rig):

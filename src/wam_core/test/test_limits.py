@@ -143,6 +143,46 @@ def test_command_tracker_follows_the_last_command_and_falls_back_to_measured():
     assert np.allclose(p, [0.5, 0, 0]) and v is None
 
 
+def _hold_at(gate, tracker, start, measured, from_state):
+    """The gate's steps for a one-point chunk at ``measured`` two periods ahead (an action
+    expert's hold): baseline, clamp, record."""
+    base, vel = tracker.baseline(start, measured)
+    res = gate.apply(NAMES, measured[None], [2 * PERIOD], base, vel)
+    tracker.record(start, res.times, res.positions, np.zeros((1, 3)), from_state(base, vel))
+
+
+@pytest.mark.parametrize('recorded_from', ['baseline', 'replaced command'])
+def test_a_hold_bounded_from_the_measured_position_runs_from_there(recorded_from):
+    # Seen in 4-robot fleets of synthetic robots (which do not follow their commands):
+    # the command drifted more than max_deviation from the measured position, so a hold
+    # at the measured position was bounded from there; recorded as running from the
+    # abandoned command instead, the next hold's baseline lay on the way from there, at
+    # several times the velocity limit, and the gate refused it as infeasible.
+    gate, tracker = _gate(), CommandTracker(max_deviation=0.15)
+    times = PERIOD * np.arange(20)
+    moving = np.outer(times, [0.9, -0.45, 0.0])  # j1 at 0.9 rad/s, j2 at -0.45
+    tracker.record(100.0, times, moving, np.tile([0.9, -0.45, 0.0], (20, 1)))
+    # 0.1 s in, the command is at (0.09, -0.045); the robot is 0.16 rad away on j1
+    measured = np.array([-0.07, -0.02, 0.02])
+    assert tracker.baseline(100.1, measured)[1] is None  # too far: the measured position
+    if recorded_from == 'baseline':
+        from_state = lambda base, vel: (base, vel)  # noqa: E731
+    else:
+        from_state = lambda base, vel: None  # noqa: E731 (the replaced command's state)
+    _hold_at(gate, tracker, 100.1, measured, from_state)
+    # the next tick's hold, a period later: its baseline is on the way to the first hold
+    base, vel = tracker.baseline(100.12, measured)
+    if recorded_from == 'replaced command':
+        # (the flaw, kept as the reason for from_state: from the command's 0.09 towards
+        # -0.07 over 40 ms, with the command's own 0.9 rad/s to reverse)
+        assert np.max(np.abs(vel / gate.vmax)) > 3
+        with pytest.raises(ChunkRejected, match='infeasible'):
+            gate.apply(NAMES, measured[None], [2 * PERIOD], base, vel)
+        return
+    assert np.allclose(base, measured) and np.allclose(vel, 0)
+    _hold_at(gate, tracker, 100.12, measured, from_state)  # accepted
+
+
 @settings(max_examples=300, deadline=None)
 @given(chunks(), st.lists(st.floats(-1.0, 1.0), min_size=3, max_size=3))
 def test_forwarded_points_never_break_a_limit_from_a_moving_command(chunk, frac):

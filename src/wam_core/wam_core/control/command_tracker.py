@@ -31,14 +31,27 @@ class CommandTracker:
         # (chunks are stamped ahead of when they are sent)
         self.previous: Trajectory | None = None
 
-    def record(self, start_s: float, times, positions, velocities=None) -> None:
+    def record(self, start_s: float, times, positions, velocities=None, from_state=None) -> None:
+        """The trajectory sent, starting at ``start_s``. ``from_state`` (position,
+        velocity or None): the state it was bounded from, ``baseline(start_s, ...)``, which
+        the robot is taken to run from to a point 0 that lies ahead (a braking hold); by
+        default the replaced command's state at ``start_s``. The two differ when the
+        baseline fell back to the measured position: a trajectory recorded as running from
+        the abandoned command then gave the next chunk a baseline on the way from there,
+        at several times the velocity limit, and the gate refused it as infeasible
+        (synthetic robots, which do not follow their commands, 2026-12-07)."""
         t = np.asarray(times, dtype=np.float64)
         p = np.asarray(positions, dtype=np.float64).reshape(len(t), -1)
         v = None if velocities is None else np.asarray(velocities, dtype=np.float64)
         origin = None
         if self.command is not None and self.command.positions.shape[1] != p.shape[1]:
             self.command = None
-        if self.command is not None and t[0] > 0:
+        if t[0] > 0 and from_state is not None:
+            position, velocity = from_state
+            position = np.asarray(position, dtype=np.float64)
+            velocity = np.zeros_like(position) if velocity is None else velocity
+            origin = (start_s, position, np.asarray(velocity, dtype=np.float64))
+        elif self.command is not None and t[0] > 0:
             # point 0 lies ahead (a braking hold): the robot runs there from the command
             # this one replaces, as joint_trajectory_controller does
             origin = (start_s, *self.sample(start_s))

@@ -141,5 +141,5 @@ class ChunkStream:
         traj = Trajectory(
             stamp, np.array([duration]), point.reshape(1, -1), np.zeros((1, len(point)))
         )
-        self.tracker.record(stamp, traj.times, traj.positions, traj.velocities)
+        self.tracker.record(stamp, traj.times, traj.positions, traj.velocities, (base, vel))
         return traj
