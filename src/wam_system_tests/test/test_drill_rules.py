@@ -8,6 +8,7 @@ nothing to brake for."""
 
 import os
 import random
+import time
 
 import pytest
 import rclpy
@@ -110,3 +111,31 @@ def test_a_takeover_chunk_is_one_computed_after_the_kill(recorder):
     recorder.raw += [t_fault - 0.010 + 2 * PERIOD_S, t_fault + 0.090]
     assert recorder.first_computed_after(mark, t_fault) == pytest.approx(t_fault + 0.090)
     assert recorder.first_computed_after(len(recorder.raw), t_fault) is None
+
+
+@pytest.mark.parametrize(
+    'raw_hold_before_s, stop_at_s, by',
+    [
+        (None, None, 'gate'),  # nothing from the action expert: the gate's own hold
+        (0.3, None, 'gate'),  # the action expert's hold came long before
+        (0.01, None, 'action expert'),  # forwarded 10 ms after the action expert sent it
+        (None, 0.15, 'stop'),  # a safety stop before the hold
+    ],
+)
+def test_the_drill_says_who_braked_the_robot(recorder, raw_hold_before_s, stop_at_s, by):
+    """A braking hold in a drill's figures names its sender (both go out stamped 0):
+    without it, the holds 5-8 s after an instance_kill were read as the gate's handback
+    gap (2026-12-07)."""
+    t_fault = time.monotonic()
+    stamp = int(recorder.wall_clock.to_wall(t_fault - 0.03) * 1e9)
+    recorder.forwarded.append((t_fault - 0.05, 16, stamp))  # the last chunk before
+    t_hold = t_fault + 0.2
+    if raw_hold_before_s is not None:
+        recorder.raw_holds.append(t_hold - raw_hold_before_s)
+    recorder.forwarded.append((t_hold, 1, 0))
+    if stop_at_s is not None:
+        recorder.stops.append((t_fault + stop_at_s, True))
+    res = recorder.result('world_kill', t_fault, None, t_fault + 1.0)
+    assert res.brake_by == by
+    first = stop_at_s if stop_at_s is not None else 0.2
+    assert res.brake_ms == pytest.approx(first * 1e3, abs=1e-3)

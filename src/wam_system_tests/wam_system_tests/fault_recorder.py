@@ -8,6 +8,9 @@ measures:
   a chunk one control period after its tick), or a safety stop, whichever is first. From
   then on the robot executes that chunk open loop and then brakes (hold_last_action);
 - brake_ms: fault -> the first braking hold (a one-point trajectory) or stop after it;
+  brake_by: who sent it: the action expert (hold_last_action: the gate forwarded a
+  one-point raw chunk received within ``RAW_HOLD_WINDOW_S`` before), the gate itself
+  (a gap, its horizon run out) or the safety stop. Both holds go out stamped 0, "now";
 - unsafe: forwarded points that break a joint limit (must be 0);
 - stale: full chunks forwarded around the fault (from 0.5 s before it to the end of the
   drill) with no representation of the accepted model version observed (a descriptor, or
@@ -50,6 +53,9 @@ from wam_util import convert, qos
 DEFAULT_HOLD_TARGET_MS = 70.0
 RECOVERY_TARGET_S = 2.0
 TAKEOVER_TARGET_MS = 200.0  # instance_kill: a dead instance's robots ticked again within
+# a forwarded hold is the action expert's when one of its raw holds arrived this long
+# before (the gate forwards within milliseconds; its own holds come after 150 ms of silence)
+RAW_HOLD_WINDOW_S = 0.1
 
 
 @dataclass
@@ -62,6 +68,7 @@ class FaultResult:
     ok: bool = False
     notes: str = ''
     brake_ms: float | None = None
+    brake_by: str | None = None  # 'gate', 'action expert' or 'stop' (see the module's doc)
     conformance: int = 0
     clear_s: float | None = None  # when the fault cleared, seconds after it began
     # [t - t_fault, 0 hold | 1 chunk | 2 stop]
@@ -132,6 +139,7 @@ class Recorder:
         # at its first new output, and chunks computed from that output must not count as
         # sent before it merely because this process received the output later.
         self.raw: list[float] = []  # full raw chunks' stamps
+        self.raw_holds: list[float] = []  # one-point raw chunks' arrivals (monotonic s)
         self.observations: list[float] = []  # representations' observation stamps
         self.descriptors: list[tuple] = []  # (arrival t, model_version)
         self.fresh_obs_ns: list[int] = []  # observation stamps of accepted-version representations
@@ -178,6 +186,15 @@ class Recorder:
     def _on_raw(self, m: JointTrajectory) -> None:
         if len(m.points) > 1:  # (a braking hold is stamped 0, "from now")
             self.raw.append(self._monotonic(m.header.stamp) - self.period_ns * 1e-9)
+        else:
+            self.raw_holds.append(time.monotonic())
+
+    def hold_sender(self, t: float) -> str:
+        """Who sent the one-point trajectory forwarded at ``t``: the action expert when
+        one of its holds arrived just before, else the gate."""
+        k = bisect.bisect_right(self.raw_holds, t)
+        recent = k > 0 and t - self.raw_holds[k - 1] <= RAW_HOLD_WINDOW_S
+        return 'action expert' if recent else 'gate'
 
     def first_computed_after(self, since: int, t_fault: float) -> float | None:
         """The first full chunk among ``raw[since:]`` computed after ``t_fault``
@@ -345,6 +362,9 @@ class Recorder:
         first_stop = stops[0] if stops else None
         held = max(last_full, t_fault) if first_stop is None else min(last_full, first_stop)
         braked = min(holds[:1] + stops[:1]) if (holds or stops) else None
+        brake_by = None
+        if braked is not None:
+            brake_by = self.hold_sender(braked) if holds and holds[0] == braked else 'stop'
         notes = ''
         if self.stopped_at(t_fault):  # e.g. a restart outlived the silence timeout
             held = braked = t_fault
@@ -392,6 +412,7 @@ class Recorder:
             clear_s=None if t_clear is None else t_clear - t_fault,
             timeline=sorted(timeline),
             brake_ms=None if braked is None else (braked - t_fault) * 1e3,
+            brake_by=brake_by,
             conformance=conformance,
             hold_target_ms=self.max_age_ns / 1e6,
         )
@@ -444,7 +465,7 @@ def _line(r: FaultResult) -> str:
 
     return (
         f'{r.fault:18} hold {rounded(r.hold_ms, 1)} ms (target {r.hold_target_ms:.0f}, brake '
-        f'{rounded(r.brake_ms, 1)}) | '
+        f'{rounded(r.brake_ms, 1)}{" by " + r.brake_by if r.brake_by else ""}) | '
         f'unsafe {r.unsafe} | stale {r.stale} | conformance {r.conformance} | '
         f'recovery {rounded(r.recovery_s, 2)} s | {"ok" if r.ok else "MISSED"}'
         + ('' if r.ok or not r.notes else f' ({r.notes})')
@@ -474,6 +495,10 @@ def summarise(results: list[FaultResult]) -> dict[str, dict]:
             'hold_target_ms': max(r.hold_target_ms for r in runs),
             'brake_ms_p50': _percentile([r.brake_ms for r in runs], 50),
             'brake_ms_p99': _percentile([r.brake_ms for r in runs], 99),
+            'brakes_by': {
+                by: sum(1 for r in runs if r.brake_by == by)
+                for by in ('gate', 'action expert', 'stop')
+            },
             'recovery_s_p50': _percentile([r.recovery_s for r in runs], 50),
             'recovery_s_p99': _percentile([r.recovery_s for r in runs], 99),
             'missing_hold_or_recovery': sum(

@@ -96,6 +96,9 @@ def _combine(
     holds = [p.hold_ms for p in worst]
     recoveries = [p.recovery_s for p in worst]
     brakes = [p.brake_ms for p in worst]
+    # the worst robot's brake, and who sent it
+    braked = [p for p in worst if p.brake_ms is not None]
+    latest = max(braked, key=lambda p: p.brake_ms, default=None)
     res = FaultResult(
         name,
         None if None in holds else max(holds),
@@ -103,6 +106,7 @@ def _combine(
         sum(p.stale for p in per.values()),
         None if None in recoveries else max(recoveries),
         brake_ms=None if None in brakes else max(brakes),
+        brake_by=None if None in brakes or latest is None else latest.brake_by,
         conformance=sum(p.conformance for p in per.values()),
         clear_s=max((p.clear_s or 0.0) for p in worst),
         timeline=per[affected[0]].timeline,

@@ -260,6 +260,7 @@ def fault_clock_step(stack, rec: Recorder) -> FaultResult:
         f'{fwd.recovery_s} s{_also(fwd.notes)}; -{CLOCK_STEP_S * 1e3:.0f} ms: hold '
         f'{back.hold_ms} ms, recovery {back.recovery_s} s{_also(back.notes)}',
         brake_ms=fwd.brake_ms,
+        brake_by=fwd.brake_by,
         conformance=fwd.conformance + back.conformance,
         timeline=fwd.timeline + back.timeline,
         hold_target_ms=fwd.hold_target_ms,
