@@ -85,7 +85,7 @@ from wam_util.quiet_log import QuietLog
 from wam_util.release_query import ReleaseQuestion
 from wam_util.status import TypedStatus
 
-# how often a (re)started lone action expert looks whether it has asked the world expert
+# how often a (re)started action expert looks whether it has asked the world expert
 # which release it encodes its robot with (see _check_release)
 RELEASE_CHECK_S = 0.2
 
@@ -166,10 +166,10 @@ class ActionExpertNode(LifecycleNode):
         # the lock keeps that apart from the executor's switch phases
         self._pending_confirm: str | None = None
         self._switch_lock = threading.Lock()
-        # A (re)started action expert that serves its robot alone (not on an instance: an
-        # instance asks its peers) decodes with the release its parameters name, which
-        # need not be the one the world expert encodes its robot with since a switch: it
-        # asks the world expert once and switches to that release (from the registry)
+        # A (re)started action expert decodes with the release its parameters name, which
+        # need not be the one the world expert encodes its robot with since a switch: once
+        # it drives its robot it asks the world expert and switches to that release (from
+        # the registry; an instance first asks a peer that drives the robot, see instance)
         self._release_clients: list = []
         self._release_questions: list[ReleaseQuestion] = []
         self._release_timer = None
@@ -286,17 +286,16 @@ class ActionExpertNode(LifecycleNode):
             f'{"action_expert_standby" if self._standby_role else "action_expert"}/switch_release',
             self._on_switch_release,
         )
-        if not self.hosted:
-            # the world expert beside it (a lone robot) or in the root namespace (a fleet)
-            names = {self.resolve_service_name('world_expert/switch_release')}
-            names.add('/world_expert/switch_release')
-            self._release_clients = [self.create_client(SwitchRelease, n) for n in sorted(names)]
-            self._release_questions = [
-                ReleaseQuestion(c, robot=self.robot) for c in self._release_clients
-            ]
-            self._adopting = None
-            self._release_state, self._release_wanted = '', None
-            self._release_timer = self.create_timer(RELEASE_CHECK_S, self._check_release)
+        # the world expert beside it (a lone robot) or in the root namespace (a fleet)
+        names = {self.resolve_service_name('world_expert/switch_release')}
+        names.add('/world_expert/switch_release')
+        self._release_clients = [self.create_client(SwitchRelease, n) for n in sorted(names)]
+        self._release_questions = [
+            ReleaseQuestion(c, robot=self.robot) for c in self._release_clients
+        ]
+        self._adopting = None
+        self._release_state, self._release_wanted = '', None
+        self._release_timer = self.create_timer(RELEASE_CHECK_S, self._check_release)
         self.metrics = NodeMetrics(self, cfg.metrics_port)
         for stage, window in (
             ('tick', self.timer_stats.stages['tick']),
@@ -588,8 +587,9 @@ class ActionExpertNode(LifecycleNode):
         serves the robot with (this one restarted with another): load it beside the served
         model (verified against ``digest``) and arm it. A node that does not drive its robot
         (on an instance) is made to serve it by its instance's clock (``between_ticks``);
-        one that drives it (``while_serving``: a lone action expert) switches at its first
-        representation of the release's version, as after a release manager's arm. Called
+        one that drives it (``while_serving``: a lone action expert, or an instance's node
+        that drives its robot) switches at its first representation of the release's
+        version, as after a release manager's arm. Called
         again until it answers ``serving`` (then the replaced model is let go); otherwise
         ``loading``, ``armed`` or ``failed: <reason>``."""
         with self._switch_lock:
@@ -635,13 +635,21 @@ class ActionExpertNode(LifecycleNode):
             self._pending_confirm = name
         return 'armed'
 
-    # a restart after a switch (a lone action expert) ---------------------------
+    # a restart after a switch (a lone action expert, or an instance's robot) ---------
     def _check_release(self) -> None:
-        """On the executor, while active: ask the world expert once which release it
-        encodes this robot with; for another than this node's, load that release's action
-        expert from the registry, arm it (it serves from its first representation) and
-        confirm it once it serves. From then on the release manager switches both."""
+        """On the executor, while active and driving its robot: ask the world expert once
+        which release it encodes this robot with; for another than this node's, load that
+        release's action expert from the registry, arm it (it serves from its first
+        representation) and confirm it once it serves. From then on the release manager
+        switches both. An instance's node asks once its instance gives it the robot: before
+        that, the instance brings it onto the release of a peer that drives the robot;
+        with no live peer (a one-instance fleet, or both instances restarted) it drove the
+        robot with its launch release, whose version the world expert no longer wrote, and
+        the gate stopped the robot on the mismatch until someone restarted the instance
+        with the live release."""
         if not self.ready or self._release_state == 'checked':
+            return
+        if not self.serves_robot:  # an instance's node that does not drive its robot (yet)
             return
         if self._release_state == 'adopting':
             self._adopt_step()
@@ -662,13 +670,15 @@ class ActionExpertNode(LifecycleNode):
             rel = look_up(name, self.cfg.releases_db)
         except RegistryError as exc:
             self._release_state = 'checked'
-            if self.cfg.release:
+            # (a world expert started from a model directory names its model's version:
+            # nothing to say when this model decodes that version)
+            if self.cfg.release or name != t.version:
                 self.get_logger().warning(
                     f'the world expert encodes this robot with release {name}, this action '
                     f'expert decodes with {t.tag}, and {name} cannot be looked up ({exc}): '
                     f'restart it with release {name}'
                 )
-            return  # (started from a model directory: the world names a version)
+            return
         self._release_wanted = (name, rel.action_dir, rel.action_digest)
         self._release_state = 'adopting'
         self.get_logger().info(
@@ -678,7 +688,8 @@ class ActionExpertNode(LifecycleNode):
         self._adopt_step()  # the load starts now (its status names no release meanwhile)
 
     def _adopt_step(self) -> None:
-        """The lone node's adoption, one step per check (``adopt_release``)."""
+        """The adoption the world expert's answer asked for, one step per check
+        (``adopt_release``)."""
         name, model_dir, digest = self._release_wanted
         state = self.adopt_release(name, model_dir, digest, while_serving=True)
         if state in ('loading', 'armed'):

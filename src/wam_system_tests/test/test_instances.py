@@ -26,20 +26,30 @@ from wam_system_tests.fleet_faults import InstanceWatch
 
 
 @pytest.fixture(scope='module')
-def fleet():
+def fleet(tmp_path_factory):
     os.environ['ROS_DOMAIN_ID'] = str(random.randint(1, 200))
     name = f'wam_instances_test_{uuid.uuid4().hex[:8]}'
+    # the registry a restarted node looks a release up in (its default: the fleet's
+    # processes are forked from a template that has this environment)
+    db = str(tmp_path_factory.mktemp('releases') / 'releases.db')
+    before = os.environ.get('WAM_RELEASES_DB')
+    os.environ['WAM_RELEASES_DB'] = db
     f = Fleet(
         2, 'multi', robot='synthetic', instances=2,
         extra_args=['-p', f'repr_cache.shm_name:={name}'],
     )  # fmt: skip
     f.watch = InstanceWatch(f.monitors['robot1'])
+    f.releases_db = db
     try:
         f.wait_ready(150)
         f.spin_for(3.0)  # the gates clear their start-up stops
         yield f
     finally:
         f.shutdown()
+        if before is None:
+            os.environ.pop('WAM_RELEASES_DB', None)
+        else:
+            os.environ['WAM_RELEASES_DB'] = before
 
 
 def test_each_instance_serves_its_own_robot_and_reports_as_its_action_expert(fleet):
@@ -122,7 +132,7 @@ def test_a_release_switch_reaches_the_standbys_so_a_takeover_after_it_serves_the
     from wam_core.releases.registry import Registry
     from wam_system_tests.releases_drill import _in_background, write_reseeded_pair
 
-    reg = Registry(str(tmp_path / 'releases.db'))
+    reg = Registry(fleet.releases_db)
     world, action = write_reseeded_pair(str(tmp_path / 'reseed'), 11)
     reg.register('reseed', world, action, TABLETOP_ARM, 'instances test', actor='test')
     shipped = resolve_path('models/world_expert'), resolve_path('models/action_expert')
@@ -191,3 +201,42 @@ def test_a_release_switch_reaches_the_standbys_so_a_takeover_after_it_serves_the
         assert _in_background(fleet, lambda: mgr.standby_release('robot2')) == 'reseed'
     finally:
         mgr.close()
+
+
+def test_with_no_live_peer_a_restarted_instance_takes_the_world_experts_release(fleet):
+    """Both instances killed after the switch (the previous test leaves the fleet on
+    `reseed`), i0 restarted alone with its launch model: no peer drives its robots, so it
+    drives robot1, and robot2 as its standby once i1 stays silent past the start-up
+    grace, with the release switched from. Each node then asks the world expert which
+    release it encodes its robot with and switches to it (before, the gates stopped both
+    robots on the version mismatch until someone restarted i0 with the live release: a
+    one-instance fleet, 2 robots by default, after any release switch)."""
+    m, other = fleet.monitors['robot1'], fleet.monitors['robot2']
+    assert m.action.release == 'reseed' and other.action.release == 'reseed', (
+        'the previous test leaves the fleet on reseed'
+    )
+    dead = [fleet.kill_child(f'instance/{i}', signal.SIGKILL) for i in ('i0', 'i1')]
+    for p in dead:
+        p.wait(timeout=10)
+    fleet.spin_for(0.5)
+    t_restart = time.monotonic()
+    fleet.start_instance('i0')
+    fleet.spin_for(120.0, until=lambda: fleet.watch.serves('i0', ['robot1', 'robot2']))
+    assert fleet.watch.serves('i0', ['robot1', 'robot2']), fleet.watch.latest.get('i0')
+
+    def on_release():
+        return all(
+            x.action is not None and x.action.release == 'reseed' and not x.safety_stop
+            for x in (m, other)
+        )
+
+    fleet.spin_for(60.0, until=on_release)
+    assert on_release(), [(x.action.release, x.action.message, x.safety_stop) for x in (m, other)]
+    fleet.spin_for(1.0)
+    chunks = {x: x.chunks for x in (m, other)}
+    fleet.spin_for(2.0)
+    for x in (m, other):  # both driven again, on the release, the gates clear
+        assert x.chunks - chunks[x] > 10, (x.chunks, chunks[x], x.action.message)
+        assert x.action.mixed_version_ticks == 0 and not x.safety_stop
+    assert time.monotonic() - t_restart < 180
+    assert m.conformance.total == 0 and other.conformance.total == 0
