@@ -240,3 +240,45 @@ def test_with_no_live_peer_a_restarted_instance_takes_the_world_experts_release(
         assert x.action.mixed_version_ticks == 0 and not x.safety_stop
     assert time.monotonic() - t_restart < 180
     assert m.conformance.total == 0 and other.conformance.total == 0
+
+
+def test_a_restarted_world_expert_asks_the_standby_that_drives_a_robot(fleet):
+    """i1 stays down after the previous test, so robot2 is driven by its standby node on
+    i0, on `reseed`. The world expert killed and restarted with its launch model asks
+    robot2's action expert, which does not answer, then the standby node that drives
+    robot2, and encodes robot2's frames with `reseed` again (before, it asked only the
+    action expert, encoded robot2 with its launch release until i1 came back, and the
+    gate stopped robot2 on the version mismatch meanwhile)."""
+    m, other = fleet.monitors['robot2'], fleet.monitors['robot1']
+    assert fleet.watch.serves('i0', ['robot1', 'robot2']), 'the previous test leaves i0 alone'
+    assert m.action.release == 'reseed', m.action.release
+    dead = fleet.kill_child('world', signal.SIGKILL)
+    dead.wait(timeout=10)
+    fleet.spin_for(0.5)
+    for x in (m, other):  # from here on: the restarted world expert's statuses only
+        x.status.world = None
+    fleet.start_child('world')
+
+    def version(x, robot):  # the world version the world expert encodes robot with
+        per = [] if x.world is None else x.world.per_robot
+        return next((e.model_version for e in per if e.robot == robot), None)
+
+    robots = {'robot2': m, 'robot1': other}
+
+    def encoded_again():
+        return all(
+            version(x, r) == x.action.world_version_accepted and not x.safety_stop
+            for r, x in robots.items()
+        )
+
+    fleet.spin_for(120.0, until=encoded_again)
+    assert encoded_again(), [
+        (version(x, r), x.action.world_version_accepted, x.action.message, x.safety_stop)
+        for r, x in robots.items()
+    ]
+    fleet.spin_for(1.0)
+    chunks = {x: x.chunks for x in (m, other)}
+    fleet.spin_for(2.0)
+    for x in (m, other):
+        assert x.chunks - chunks[x] > 10, (x.chunks, chunks[x], x.action.message)
+        assert x.action.release == 'reseed' and not x.safety_stop

@@ -75,6 +75,11 @@ from wam_util.status import TypedStatus
 # how often a (re)started world expert looks for robots whose action expert it has not yet
 # asked which release it serves (see _check_releases)
 RELEASE_CHECK_S = 0.2
+# how long it waits for a robot's action expert's service before it asks the robot's
+# standby node on an action-expert instance instead (the primary is down meanwhile: the
+# standby drives the robot; asked first, a standby discovered before a live primary would
+# answer for a robot it does not drive)
+STANDBY_ASKED_AFTER_S = 2.0
 
 
 class WorldExpertNode(LifecycleNode):
@@ -125,9 +130,12 @@ class WorldExpertNode(LifecycleNode):
         # A (re)started world expert encodes with the release its parameters name, which
         # need not be the one the robots were switched to since: it asks each robot's
         # action expert once which release it serves, and encodes that robot's frames with
-        # that release's world expert (found in the registry, loaded, then committed)
-        self._release_clients: dict[str, object] = {}
-        self._release_questions: dict[str, ReleaseQuestion] = {}
+        # that release's world expert (found in the registry, loaded, then committed);
+        # with the robot's action expert down, the standby node that drives the robot
+        self._release_clients: list = []
+        # robot -> its action expert's question, then its standby node's
+        self._release_questions: dict[str, tuple[ReleaseQuestion, ReleaseQuestion]] = {}
+        self._release_asked_since = 0.0  # when it became ready to ask (monotonic s)
         self._release_timer = None
         self._release_checked: set[str] = set()
         # robot -> (release, world dir, manifest sha256, switch count when answered)
@@ -250,11 +258,16 @@ class WorldExpertNode(LifecycleNode):
             SwitchRelease, 'world_expert/switch_release', self._on_switch_release
         )
         self._release_checked, self._release_wanted, self._release_replaced = set(), {}, set()
-        self._release_clients = {
-            r: self.create_client(SwitchRelease, self._topic(r, 'action_expert/switch_release'))
+        self._release_questions = {
+            r: tuple(
+                ReleaseQuestion(
+                    self.create_client(SwitchRelease, self._topic(r, f'{node}/switch_release'))
+                )
+                for node in ('action_expert', 'action_expert_standby')
+            )
             for r in self.robots
         }
-        self._release_questions = {r: ReleaseQuestion(c) for r, c in self._release_clients.items()}
+        self._release_clients = [q.client for qs in self._release_questions.values() for q in qs]
         self._release_timer = self.create_timer(RELEASE_CHECK_S, self._check_releases)
         self.metrics = NodeMetrics(self, cfg.metrics_port)
         for stage in timer.stages:  # per observation
@@ -312,6 +325,7 @@ class WorldExpertNode(LifecycleNode):
         self._encoder_scheduled.clear()
         self._worker.start()
         self.ready = True
+        self._release_asked_since = time.monotonic()
         self.diagnostics.publish()  # report now: after a restart the harness waits on it
         self._encoder_scheduled.wait(1.0)
         if self.encoder_nice_error:
@@ -386,9 +400,9 @@ class WorldExpertNode(LifecycleNode):
         if self._release_timer is not None:
             self.destroy_timer(self._release_timer)
             self._release_timer = None
-        for client in self._release_clients.values():
+        for client in self._release_clients:
             self.destroy_client(client)
-        self._release_clients, self._release_questions = {}, {}
+        self._release_clients, self._release_questions = [], {}
         self._loads, self._pending_use = {}, {}
         self._close_caches()
         return True
@@ -496,12 +510,16 @@ class WorldExpertNode(LifecycleNode):
         release's world expert from the registry and commit the robot to it."""
         if not self.ready:
             return
+        standby_too = time.monotonic() - self._release_asked_since > STANDBY_ASKED_AFTER_S
         for robot in self.robots:
             if robot in self._release_checked or robot in self._release_wanted:
                 continue
-            question = self._release_questions.get(robot)
-            if question is not None:
-                question.ask(lambda res, r=robot: self._on_release_answer(r, res))
+            primary, standby = self._release_questions.get(robot, (None, None))
+            if primary is None:
+                continue
+            answer = lambda res, r=robot: self._on_release_answer(r, res)  # noqa: E731
+            if not primary.ask(answer) and standby_too:
+                standby.ask(answer)  # its action expert is down: the node driving it
         for robot, wanted in list(self._release_wanted.items()):
             self._adopt(robot, *wanted)
         if self._release_replaced and not self._release_wanted:
