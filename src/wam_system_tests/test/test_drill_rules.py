@@ -119,6 +119,7 @@ def test_a_takeover_chunk_is_one_computed_after_the_kill(recorder):
         (None, None, 'gate'),  # nothing from the action expert: the gate's own hold
         (0.3, None, 'gate'),  # the action expert's hold came long before
         (0.01, None, 'action expert'),  # forwarded 10 ms after the action expert sent it
+        (-0.004, None, 'action expert'),  # the two topics taken in the other order
         (None, 0.15, 'stop'),  # a safety stop before the hold
     ],
 )

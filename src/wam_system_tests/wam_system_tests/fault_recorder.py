@@ -9,7 +9,7 @@ measures:
   then on the robot executes that chunk open loop and then brakes (hold_last_action);
 - brake_ms: fault -> the first braking hold (a one-point trajectory) or stop after it;
   brake_by: who sent it: the action expert (hold_last_action: the gate forwarded a
-  one-point raw chunk received within ``RAW_HOLD_WINDOW_S`` before), the gate itself
+  one-point raw chunk received within ``RAW_HOLD_WINDOW_S`` of it), the gate itself
   (a gap, its horizon run out) or the safety stop. Both holds go out stamped 0, "now";
 - unsafe: forwarded points that break a joint limit (must be 0);
 - stale: full chunks forwarded around the fault (from 0.5 s before it to the end of the
@@ -53,8 +53,8 @@ from wam_util import convert, qos
 DEFAULT_HOLD_TARGET_MS = 70.0
 RECOVERY_TARGET_S = 2.0
 TAKEOVER_TARGET_MS = 200.0  # instance_kill: a dead instance's robots ticked again within
-# a forwarded hold is the action expert's when one of its raw holds arrived this long
-# before (the gate forwards within milliseconds; its own holds come after 150 ms of silence)
+# a forwarded hold is the action expert's when one of its raw holds arrived this close to
+# it (the gate forwards within milliseconds; its own holds come after 150 ms of silence)
 RAW_HOLD_WINDOW_S = 0.1
 
 
@@ -191,10 +191,12 @@ class Recorder:
 
     def hold_sender(self, t: float) -> str:
         """Who sent the one-point trajectory forwarded at ``t``: the action expert when
-        one of its holds arrived just before, else the gate."""
-        k = bisect.bisect_right(self.raw_holds, t)
-        recent = k > 0 and t - self.raw_holds[k - 1] <= RAW_HOLD_WINDOW_S
-        return 'action expert' if recent else 'gate'
+        one of its holds arrived within ``RAW_HOLD_WINDOW_S`` of it, else the gate. Either
+        side: this process takes the two topics' messages in either order (the raw hold
+        was seen up to 5 ms after the forwarded one in instance_kill runs)."""
+        k = bisect.bisect_left(self.raw_holds, t - RAW_HOLD_WINDOW_S)
+        near = k < len(self.raw_holds) and self.raw_holds[k] <= t + RAW_HOLD_WINDOW_S
+        return 'action expert' if near else 'gate'
 
     def first_computed_after(self, since: int, t_fault: float) -> float | None:
         """The first full chunk among ``raw[since:]`` computed after ``t_fault``
