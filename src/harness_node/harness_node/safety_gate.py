@@ -236,8 +236,12 @@ class SafetyGate:
                 # last point or velocities at odds with the positions would reach the
                 # controller): the gate computes them from what it forwards, as the action
                 # expert does, so for a chunk it did not change they come out the same.
-                first = vel if vel is not None else np.zeros(len(self.joint_names))
-                velocities = point_velocities(res.times, res.positions, first)
+                # Point 0 continues the command's velocity, or without one (the baseline
+                # is the measured position) the first segment's: a chunk that moves at
+                # once, recorded as starting from rest, ran its first segment's cubic up
+                # to 1.3 times the velocity it was bounded to, and the next chunk, bounded
+                # from there, was refused as infeasible (instance_kill, 2026-12-07).
+                velocities = point_velocities(res.times, res.positions, vel)
         except ChunkRejected as exc:
             self.quiet.warning(f'chunk {exc.reason}', f'rejected chunk: {exc}')
             return

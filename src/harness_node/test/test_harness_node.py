@@ -271,6 +271,36 @@ def test_holds_at_a_robot_that_left_its_command_are_all_forwarded(rig):
     assert len(forwarded(r)) == 3
 
 
+def test_a_chunk_bounded_from_the_measured_position_starts_at_its_own_velocity(rig):
+    """With no command to follow (here: the robot 0.3 rad from the gate's start-up hold)
+    the gate bounds a chunk from the measured position, velocity unknown. Forwarded with
+    point 0 at rest while it moves at 1.4 rad/s from there, its first segment's cubic
+    peaked at 1.75 rad/s, and the next chunk, bounded from that, was refused as
+    infeasible (instance_kill, 2026-12-07)."""
+    r = running_at_q(rig)
+    here = list(Q)
+    here[0] += 0.3
+    r.js.publish(JointState(name=NAMES, position=here))
+    spin(r, 0.1)
+    s1 = time.time() + 0.1
+    times = 0.02 * np.arange(16)
+    moving = np.array([here] * 16)
+    # arm_joint_1 at 1.4 rad/s (its limit 1.5, 8 rad/s^2), point 0 a period's travel
+    # ahead of the measured position (the gate's first segment, from there)
+    moving[:, 0] += 1.4 * (times + 0.02)
+    vel = np.zeros_like(moving)
+    vel[:-1, 0] = 1.4
+    r.raw.publish(rc.timed_trajectory(NAMES, Trajectory(s1, times, moving, vel)))
+    spin(r, 0.05)
+    # the next tick's chunk, 10 ms on: mid-way through the first one's first segment
+    r.raw.publish(rc.timed_trajectory(NAMES, Trajectory(s1 + 0.01, times, moving + 0.014, vel)))
+    spin(r, 0.2)
+    assert r.node.gate.clamp.rejected == {}
+    out = forwarded(r)
+    assert len(out) == 2
+    assert out[0].points[0].velocities[0] == pytest.approx(1.4)
+
+
 def test_the_hold_service_brakes_to_a_hold_once_there_is_something_to_hold(rig):
     """How the task manager, another process, holds the robot on a canceled task."""
     r = rig

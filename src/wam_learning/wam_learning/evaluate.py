@@ -222,8 +222,7 @@ def run_episode(
             if velocities is not None and np.max(gated.change) > 1e-9:
                 # the gate moved a point: the velocities describe what it forwards, as the
                 # harness does
-                first = vel if vel is not None else np.zeros(len(JOINT_NAMES))
-                velocities = point_velocities(gated.times, gated.positions, first)
+                velocities = point_velocities(gated.times, gated.positions, vel)
             tracker.record(start, times, gated.positions, velocities)
             if motion == 'legacy':  # point 0 is "now"
                 sim.command(JOINT_NAMES, gated.positions[1:], times[1:])

@@ -98,8 +98,8 @@ class ChunkStream:
         tail = braking_tail(pos[-1], end_v, self.bound.amax, self.period_s)
         pos = np.vstack([pos, np.clip(tail, self.bound.lower, self.bound.upper)])
         times = self.period_s * np.arange(len(pos))
-        first = vel if vel is not None else np.zeros(len(self.joint_names))
-        traj = Trajectory(stamp, times, pos, point_velocities(times, pos, first))
+        # (without the command's velocity, the first segment's: as the harness gate)
+        traj = Trajectory(stamp, times, pos, point_velocities(times, pos, vel))
         self.tracker.record(stamp, times, pos, traj.velocities)
         self.last_valid_stamp = stamp
         return traj
