@@ -118,8 +118,8 @@ def test_a_takeover_chunk_is_one_computed_after_the_kill(recorder):
     [
         (None, None, 'gate'),  # nothing from the action expert: the gate's own hold
         (0.3, None, 'gate'),  # the action expert's hold came long before
-        (0.01, None, 'action expert'),  # forwarded 10 ms after the action expert sent it
-        (-0.004, None, 'action expert'),  # the two topics taken in the other order
+        (0.01, None, 'action expert'),  # the gate published it 10 ms after the expert
+        (-0.004, None, 'gate'),  # one published after the gate's hold is not its source
         (None, 0.15, 'stop'),  # a safety stop before the hold
     ],
 )
@@ -131,9 +131,11 @@ def test_the_drill_says_who_braked_the_robot(recorder, raw_hold_before_s, stop_a
     stamp = int(recorder.wall_clock.to_wall(t_fault - 0.03) * 1e9)
     recorder.forwarded.append((t_fault - 0.05, 16, stamp))  # the last chunk before
     t_hold = t_fault + 0.2
+    sent = time.time_ns()  # when the gate published the hold (wall clock, ns)
     if raw_hold_before_s is not None:
-        recorder.raw_holds.append(t_hold - raw_hold_before_s)
+        recorder.raw_holds.append(sent - int(raw_hold_before_s * 1e9))
     recorder.forwarded.append((t_hold, 1, 0))
+    recorder.forwarded_hold_sent[t_hold] = sent
     if stop_at_s is not None:
         recorder.stops.append((t_fault + stop_at_s, True))
     res = recorder.result('world_kill', t_fault, None, t_fault + 1.0)

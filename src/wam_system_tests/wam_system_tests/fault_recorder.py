@@ -9,7 +9,7 @@ measures:
   then on the robot executes that chunk open loop and then brakes (hold_last_action);
 - brake_ms: fault -> the first braking hold (a one-point trajectory) or stop after it;
   brake_by: who sent it: the action expert (hold_last_action: the gate forwarded a
-  one-point raw chunk received within ``RAW_HOLD_WINDOW_S`` of it), the gate itself
+  one-point raw chunk published up to ``RAW_HOLD_WINDOW_S`` before), the gate itself
   (a gap, its horizon run out) or the safety stop. Both holds go out stamped 0, "now";
 - unsafe: forwarded points that break a joint limit (must be 0);
 - stale: full chunks forwarded around the fault (from 0.5 s before it to the end of the
@@ -53,8 +53,9 @@ from wam_util import convert, qos
 DEFAULT_HOLD_TARGET_MS = 70.0
 RECOVERY_TARGET_S = 2.0
 TAKEOVER_TARGET_MS = 200.0  # instance_kill: a dead instance's robots ticked again within
-# a forwarded hold is the action expert's when one of its raw holds arrived this close to
-# it (the gate forwards within milliseconds; its own holds come after 150 ms of silence)
+# a forwarded hold is the action expert's when one of its raw holds was published this
+# long before it (the gate forwards within milliseconds; its own holds come after 150 ms
+# without a chunk)
 RAW_HOLD_WINDOW_S = 0.1
 
 
@@ -139,7 +140,10 @@ class Recorder:
         # at its first new output, and chunks computed from that output must not count as
         # sent before it merely because this process received the output later.
         self.raw: list[float] = []  # full raw chunks' stamps
-        self.raw_holds: list[float] = []  # one-point raw chunks' arrivals (monotonic s)
+        # one-point raw chunks (the action expert's holds): when each was published, and
+        # when each forwarded hold was, by arrival time (wall-clock ns, the middleware's)
+        self.raw_holds: list[int] = []
+        self.forwarded_hold_sent: dict[float, int] = {}
         self.observations: list[float] = []  # representations' observation stamps
         self.descriptors: list[tuple] = []  # (arrival t, model_version)
         self.fresh_obs_ns: list[int] = []  # observation stamps of accepted-version representations
@@ -183,19 +187,23 @@ class Recorder:
             qos.LATCHED,
         )
 
-    def _on_raw(self, m: JointTrajectory) -> None:
+    def _on_raw(self, m: JointTrajectory, info: MessageInfo) -> None:
         if len(m.points) > 1:  # (a braking hold is stamped 0, "from now")
             self.raw.append(self._monotonic(m.header.stamp) - self.period_ns * 1e-9)
         else:
-            self.raw_holds.append(time.monotonic())
+            bisect.insort(self.raw_holds, info['source_timestamp'] or time.time_ns())
 
     def hold_sender(self, t: float) -> str:
-        """Who sent the one-point trajectory forwarded at ``t``: the action expert when
-        one of its holds arrived within ``RAW_HOLD_WINDOW_S`` of it, else the gate. Either
-        side: this process takes the two topics' messages in either order (the raw hold
-        was seen up to 5 ms after the forwarded one in instance_kill runs)."""
-        k = bisect.bisect_left(self.raw_holds, t - RAW_HOLD_WINDOW_S)
-        near = k < len(self.raw_holds) and self.raw_holds[k] <= t + RAW_HOLD_WINDOW_S
+        """Who sent the one-point trajectory forwarded at ``t`` (its arrival): the action
+        expert when one of its holds was published within ``RAW_HOLD_WINDOW_S`` before the
+        gate published this one, else the gate. Judged by the publishers' times, not this
+        process's callbacks: a busy drill process took the raw hold up to 5 ms after the
+        forwarded one, and counted by arrival a few of the action expert's as the gate's."""
+        sent = self.forwarded_hold_sent.get(t)
+        if sent is None:
+            return 'gate'
+        k = bisect.bisect_left(self.raw_holds, sent - int(RAW_HOLD_WINDOW_S * 1e9))
+        near = k < len(self.raw_holds) and self.raw_holds[k] <= sent
         return 'action expert' if near else 'gate'
 
     def first_computed_after(self, since: int, t_fault: float) -> float | None:
@@ -311,6 +319,8 @@ class Recorder:
         if problems and len(self.conformance_examples) < 5:
             self.conformance_examples.append('; '.join(problems))
         self.forwarded.append((t, len(msg.points), stamp_ns))
+        if len(msg.points) == 1:
+            self.forwarded_hold_sent[t] = sent
 
     def cleared_after_restart(self, events: list, n: int, t_restart: float) -> float | None:
         """When a restarted node's fault cleared: its first new output (``events[n]``,
