@@ -649,10 +649,10 @@ class ActionExpertNode(LifecycleNode):
         with the live release."""
         if not self.ready or self._release_state == 'checked':
             return
-        if not self.serves_robot:  # an instance's node that does not drive its robot (yet)
-            return
-        if self._release_state == 'adopting':
+        if self._release_state == 'adopting':  # (on, whoever drives the robot meanwhile)
             self._adopt_step()
+            return
+        if not self.serves_robot:  # an instance's node that does not drive its robot (yet)
             return
         for question in self._release_questions:
             if question.ask(self._on_release_answer):
