@@ -170,7 +170,6 @@ class ActionExpertNode(LifecycleNode):
         # need not be the one the world expert encodes its robot with since a switch: once
         # it drives its robot it asks the world expert and switches to that release (from
         # the registry; an instance first asks a peer that drives the robot, see instance)
-        self._release_clients: list = []
         self._release_questions: list[ReleaseQuestion] = []
         self._release_timer = None
         self._release_state = ''  # '' (to ask) | adopting | checked
@@ -289,9 +288,9 @@ class ActionExpertNode(LifecycleNode):
         # the world expert beside it (a lone robot) or in the root namespace (a fleet)
         names = {self.resolve_service_name('world_expert/switch_release')}
         names.add('/world_expert/switch_release')
-        self._release_clients = [self.create_client(SwitchRelease, n) for n in sorted(names)]
         self._release_questions = [
-            ReleaseQuestion(c, robot=self.robot) for c in self._release_clients
+            ReleaseQuestion(self.create_client(SwitchRelease, n), robot=self.robot)
+            for n in sorted(names)
         ]
         self._adopting = None
         self._release_state, self._release_wanted = '', None
@@ -462,9 +461,9 @@ class ActionExpertNode(LifecycleNode):
         if self._release_timer is not None:
             self.destroy_timer(self._release_timer)
         self._release_timer = None
-        for client in self._release_clients:
-            self.destroy_client(client)
-        self._release_clients, self._release_questions = [], []
+        for question in self._release_questions:
+            self.destroy_client(question.client)
+        self._release_questions = []
         self._loads = {}
         if self._pub is not None:
             self.destroy_lifecycle_publisher(self._pub)
@@ -589,9 +588,9 @@ class ActionExpertNode(LifecycleNode):
         (on an instance) is made to serve it by its instance's clock (``between_ticks``);
         one that drives it (``while_serving``: a lone action expert, or an instance's node
         that drives its robot) switches at its first representation of the release's
-        version, as after a release manager's arm. Called
-        again until it answers ``serving`` (then the replaced model is let go); otherwise
-        ``loading``, ``armed`` or ``failed: <reason>``."""
+        version, as after a release manager's arm. Called again until it answers
+        ``serving`` (then the replaced model is let go); otherwise ``loading``, ``armed``
+        or ``failed: <reason>``."""
         with self._switch_lock:
             state = self._adopt_state(name, model_dir, digest, while_serving)
             self._adopting = name if state in ('loading', 'armed') else None

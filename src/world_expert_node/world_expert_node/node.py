@@ -132,7 +132,6 @@ class WorldExpertNode(LifecycleNode):
         # action expert once which release it serves, and encodes that robot's frames with
         # that release's world expert (found in the registry, loaded, then committed);
         # with the robot's action expert down, the standby node that drives the robot
-        self._release_clients: list = []
         # robot -> its action expert's question, then its standby node's
         self._release_questions: dict[str, tuple[ReleaseQuestion, ReleaseQuestion]] = {}
         self._release_asked_since = 0.0  # when it became ready to ask (monotonic s)
@@ -267,7 +266,6 @@ class WorldExpertNode(LifecycleNode):
             )
             for r in self.robots
         }
-        self._release_clients = [q.client for qs in self._release_questions.values() for q in qs]
         self._release_timer = self.create_timer(RELEASE_CHECK_S, self._check_releases)
         self.metrics = NodeMetrics(self, cfg.metrics_port)
         for stage in timer.stages:  # per observation
@@ -400,9 +398,9 @@ class WorldExpertNode(LifecycleNode):
         if self._release_timer is not None:
             self.destroy_timer(self._release_timer)
             self._release_timer = None
-        for client in self._release_clients:
-            self.destroy_client(client)
-        self._release_clients, self._release_questions = [], {}
+        for question in (q for qs in self._release_questions.values() for q in qs):
+            self.destroy_client(question.client)
+        self._release_questions = {}
         self._loads, self._pending_use = {}, {}
         self._close_caches()
         return True

@@ -407,8 +407,9 @@ class ActionExpertParams:
     )
     releases_db: str = param(
         '',
-        'the release registry where a (re)started action expert (not on an instance) finds '
-        'the action expert of the release the world expert encodes its robot with; empty: '
+        'the release registry where a (re)started action expert (alone, or on an instance '
+        'once it drives its robot) finds the action expert of the release the world expert '
+        'encodes its robot with; empty: '
         '$WAM_RELEASES_DB, else releases/releases.db in the workspace',
     )
     precision: str = param(
