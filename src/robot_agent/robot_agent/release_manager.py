@@ -219,10 +219,46 @@ class ReleaseManager:
         """The release the robot's standby node serves (confirmed), from its service."""
         return self._call(self._standbys[robot], 'status').active_release
 
-    def _experts(self, robots: list[str], standbys: list[str]) -> list[tuple[str, object]]:
+    def taken_over(self) -> set[str]:
+        """The robots a live instance's standby node drives now (their primary instance
+        killed or silent, not yet handed back)."""
+        return {
+            r for m in self._live_instances() for r in m.serving_robots if r in m.standby_robots
+        }
+
+    def drivers(self, robots: list[str], wait_s: float = 3.0) -> dict[str, tuple[str, object]]:
+        """Each robot's node that drives it now, (name, client): its action expert, or the
+        standby node that took it over, which a switch then loads, arms and confirms in
+        its place (a dead primary cannot answer; restarted, it asks the world expert for
+        the release). A robot whose action expert is not discovered yet is waited for up
+        to ``wait_s``, until it is or a heartbeat says a standby drives it."""
+        end = time.monotonic() + wait_s
+        while True:
+            taken = self.taken_over()
+            unseen = [
+                r for r in robots if r not in taken and not self._actions[r].service_is_ready()
+            ]
+            # on a fleet of instances, decided once some instance's heartbeat is heard (a
+            # killed primary's service may still look discovered)
+            heard = (
+                bool(self._live_instances())
+                or self.node.count_publishers(INSTANCE_HEARTBEATS) == 0
+            )
+            if (heard and not unseen) or time.monotonic() > end:
+                break
+            time.sleep(0.05)
+        return {
+            r: (f'{r}/standby', self._standbys[r])
+            if r in taken
+            else (f'{r or "robot"}/action', self._actions[r])
+            for r in robots
+        }
+
+    def _experts(self, drivers: dict, standbys: list[str]) -> list[tuple[str, object]]:
+        """The world expert, each robot's driving node, then ``standbys`` (standing by)."""
         return (
             [('world', self._world)]
-            + [(f'{r or "robot"}/action', self._actions[r]) for r in robots]
+            + list(drivers.values())
             + [(f'{r}/standby', self._standbys[r]) for r in standbys]
         )
 
@@ -266,10 +302,13 @@ class ReleaseManager:
         robots = list(self.robots if robots is None else robots)
         result = SwitchResult(release.name, robots)
         t_request = time.time()
-        for client in [self._world] + [self._actions[r] for r in robots]:
+        self._reachable(self._world)
+        drivers = self.drivers(robots)
+        for _, client in drivers.values():
             self._reachable(client)  # (their instances discovered: their heartbeats heard)
-        result.standbys = self.standbys_of(robots)
-        experts = self._experts(robots, result.standbys)
+        # a standby that drives its robot is switched as that robot's node, above
+        result.standbys = [r for r in self.standbys_of(robots) if drivers[r][0] != f'{r}/standby']
+        experts = self._experts(drivers, result.standbys)
         try:
             self._load(release, experts, result)
         except SwitchError:
@@ -296,7 +335,7 @@ class ReleaseManager:
         deadline = time.monotonic() + 10.0
         while pending:
             for r in list(pending):
-                res = self._call(self._actions[r], 'status', release.name)
+                res = self._call(drivers[r][1], 'status', release.name)
                 if res.state == 'serving' and res.switched_at > 0:
                     result.switch_ms[r] = (res.switched_at - t_commit) * 1e3
                     result.request_ms[r] = (res.switched_at - t_request) * 1e3
@@ -318,7 +357,7 @@ class ReleaseManager:
         deadline = time.monotonic() + 5.0
         while pending and time.monotonic() < deadline:
             for r in list(pending):
-                res = self._call(self._actions[r], 'status', release.name)
+                res = self._call(drivers[r][1], 'status', release.name)
                 if res.switch_degraded_ticks >= 0:
                     result.degraded_ticks[r] = res.switch_degraded_ticks
                     result.degraded_reasons[r] = res.switch_degraded_reasons
@@ -337,7 +376,10 @@ class ReleaseManager:
                 gone = ', '.join(sorted(set(standbys) - live))
                 self.log(f'the standby of {gone} is gone: not confirmed')
             standbys = [r for r in standbys if r in live]
-        for name, client in self._experts(robots, standbys):
+        drivers = self.drivers(robots)  # a standby that took a robot over confirms for it
+        driving = [r for r in standbys if drivers[r][0] == f'{r}/standby']
+        standing_by = [r for r in standbys if r not in driving]
+        for name, client in self._experts(drivers, standing_by):
             res = self._call(client, 'confirm', release)
             if not res.success:
                 raise SwitchError(f'{name}: {res.message}')

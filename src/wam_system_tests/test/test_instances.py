@@ -282,3 +282,47 @@ def test_a_restarted_world_expert_asks_the_standby_that_drives_a_robot(fleet):
     for x in (m, other):
         assert x.chunks - chunks[x] > 10, (x.chunks, chunks[x], x.action.message)
         assert x.action.release == 'reseed' and not x.safety_stop
+
+
+def test_a_switch_while_an_instance_is_down_reaches_the_standby_that_drives_its_robot(fleet):
+    """i1 stays down after the previous test: robot2 is driven by its standby node on i0,
+    on `reseed`. A rollback to `shipped` now loads, arms and confirms that standby in
+    robot2's action expert's place (before, the release manager asked only robot2's
+    action expert, which is dead, and the switch failed after 10 s: no rollback while an
+    instance was down). Restarted, i1 takes robot2 back on `shipped`."""
+    from robot_agent.release_manager import ReleaseManager
+    from wam_core.releases.registry import Registry
+    from wam_system_tests.releases_drill import _in_background
+
+    m, other = fleet.monitors['robot2'], fleet.monitors['robot1']
+    assert fleet.watch.serves('i0', ['robot1', 'robot2']), 'the previous test leaves i0 alone'
+    assert m.action.release == 'reseed', m.action.release
+    reg = Registry(fleet.releases_db)
+    shipped = reg.get('shipped')
+    reg.close()
+    mgr = ReleaseManager(['robot1', 'robot2'], log=lambda m: None)
+    try:
+        res = _in_background(fleet, lambda: mgr.switch(shipped))
+        _in_background(fleet, lambda: mgr.confirm('shipped'))
+    finally:
+        mgr.close()
+    assert set(res.switch_ms) == {'robot1', 'robot2'} and res.standbys == [], res
+    fleet.spin_for(1.0)
+    chunks, others = m.chunks, other.chunks
+    fleet.spin_for(2.0)
+    for x in (m, other):
+        assert x.action.release == 'shipped' and not x.safety_stop, x.action.message
+        assert x.action.mixed_version_ticks == 0
+    assert m.chunks - chunks > max(10, 0.5 * (other.chunks - others)), (m.chunks, other.chunks)
+    t_restart = time.monotonic()
+    fleet.start_instance('i1')
+    fleet.spin_for(90.0, until=lambda: fleet.watch.heard.get('i1', 0.0) > t_restart)
+    fleet.spin_for(30.0, until=lambda: fleet.watch.serves('i1', ['robot2']))
+    assert fleet.watch.serves('i1', ['robot2']), (fleet.watch.latest.get('i1'), m.action.message)
+    fleet.spin_for(1.0)
+    chunks, others = m.chunks, other.chunks
+    fleet.spin_for(2.0)
+    assert m.action.release == 'shipped' and not m.safety_stop, m.action.message
+    mismatch = {c.reason: c.count for c in m.action.degraded}.get('version_mismatch', 0)
+    assert mismatch == 0, m.action.degraded
+    assert m.chunks - chunks > max(10, 0.5 * (other.chunks - others)), (m.chunks, other.chunks)
