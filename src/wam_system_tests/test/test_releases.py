@@ -92,8 +92,10 @@ def test_the_drill_switches_rolls_back_and_stops_bad_canaries_safely():
     # A 150 ms TTL: this is about switching, and on a slow day this host's two-robot fleet
     # degrades 17-29 % of its ticks at the default TTL (stale, 2026-12-03), enough for the
     # canary's objectives to roll a good release back; `make releases` measures at auto.
-    out = run(1, 8.0, log=lambda m: None, ttl_ms=150.0)
+    lines: list[str] = []  # the drill's log, shown when an assertion fails
+    out = run(1, 8.0, log=lines.append, ttl_ms=150.0)
     s = out['summary']
+    why = '\n'.join(lines)
     # the safety targets hold in every step
     assert s['mixed_version_ticks'] == 0
     assert s['unsafe_forwarded'] == 0
@@ -101,7 +103,7 @@ def test_the_drill_switches_rolls_back_and_stops_bad_canaries_safely():
     # each switch reached both robots, the rollback was quick, and no load is left over
     # (a canary on robot1, then its promotion to robot2)
     switched = {r for x in out['steps'] if x['step'] == 'switch' for r in x['switch_ms']}
-    assert switched == {'robot1', 'robot2'}
+    assert switched == {'robot1', 'robot2'}, why
     assert s['rollback_ms']['p99'] < 1000
     # both bad canaries rolled back by themselves: the limit-seeker by an objective, the
     # rewritten directory at its load
