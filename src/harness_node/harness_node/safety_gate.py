@@ -95,6 +95,8 @@ class SafetyGate:
         self._near_lower = np.where(revolute, self.clamp.lower + margin, -np.inf)
         self._near_upper = np.where(revolute, self.clamp.upper - margin, np.inf)
         self.commands_at_limit = 0
+        self.at_limit_by_joint = np.zeros(len(self.joint_names), dtype=np.int64)
+        self.joints_at_limit: list[str] = []  # where the latest forwarded chunk ends
         self.robot = robot_of_namespace(node.get_namespace())
         self.refused_while_stopped = 0
         self.rejected_inputs: dict[str, int] = {}
@@ -283,11 +285,13 @@ class SafetyGate:
         # the join: this chunk's first point against the command it replaces, at its start
         jump = float(np.max(np.abs(res.positions[0] - base))) if len(res.positions) else 0.0
         self.seam_jump_max = max(self.seam_jump_max, jump)
-        self.commands_at_limit += int(
-            np.count_nonzero(
-                (res.positions <= self._near_lower) | (res.positions >= self._near_upper)
-            )
-        )
+        at_limit = (res.positions <= self._near_lower) | (res.positions >= self._near_upper)
+        per_joint = np.count_nonzero(at_limit, axis=0)
+        self.at_limit_by_joint += per_joint
+        self.commands_at_limit += int(per_joint.sum())
+        if len(at_limit):
+            ends = at_limit[-1]
+            self.joints_at_limit = [j for j, x in zip(self.joint_names, ends, strict=True) if x]
         self._seam_jump_window = max(self._seam_jump_window, jump)
         self.tracker.record(start_s, times, res.positions, velocities, (base, vel))
         self.clamp_ms.add((time.perf_counter() - t0) * 1e3)
@@ -391,6 +395,7 @@ class SafetyGate:
             seam_jump_window=self._take_seam_window(),
             seam_jump_max=self.seam_jump_max,
             commands_at_limit=self.commands_at_limit,
+            joints_at_limit=list(self.joints_at_limit),
             gate_activity=[
                 GateJointActivity(
                     joint=j,
@@ -399,9 +404,13 @@ class SafetyGate:
                     change_p50=a['p50'],
                     change_p99=a['p99'],
                     change_max=a['max'],
+                    commands_at_limit=int(n),
                 )
-                for (j, a), tol in zip(
-                    self.activity.summary().items(), self.activity.tolerances, strict=True
+                for (j, a), tol, n in zip(
+                    self.activity.summary().items(),
+                    self.activity.tolerances,
+                    self.at_limit_by_joint,
+                    strict=True,
                 )
             ],
         )

@@ -108,10 +108,10 @@ def call_reset(r):
     return fut.result()
 
 
-def running_at_q(r):
-    """The gate running (reset after the nodes' OK), the robot at Q."""
+def running_at_q(r, q=Q):
+    """The gate running (reset after the nodes' OK), the robot at ``q``."""
     spin(r, 0.5)
-    r.js.publish(JointState(name=NAMES, position=Q))
+    r.js.publish(JointState(name=NAMES, position=q))
     diag(r)
     spin(r, 0.2)
     assert call_reset(r).success
@@ -269,6 +269,29 @@ def test_holds_at_a_robot_that_left_its_command_are_all_forwarded(rig):
     spin(r, 0.2)
     assert r.node.gate.clamp.rejected == {}
     assert len(forwarded(r)) == 3
+
+
+def test_the_status_names_the_joints_a_chunk_leaves_at_a_limit(rig):
+    """Per joint: the forwarded points at (within 2 % of) a limit, and the joints the
+    latest chunk ends there; a canary leaves a joint the live release parked out."""
+    parked = list(Q)
+    parked[5] = 2.85  # arm_joint_6, 0.05 rad from its 2.9 rad stop
+    r = running_at_q(rig, parked)
+    chunk(r, [parked, parked])
+    spin(r, 0.2)
+    status = r.node.gate._status()
+    assert list(status.joints_at_limit) == ['arm_joint_6'], status.joints_at_limit
+    counts = {a.joint: a.commands_at_limit for a in status.gate_activity}
+    assert counts == {**{j: 0 for j in NAMES}, 'arm_joint_6': 2}
+    assert status.commands_at_limit == 2
+    leaving = np.array([parked] * 12)
+    leaving[:, 5] = np.linspace(2.85, 2.6, 12)  # out of the margin (< 2.784) on its way
+    chunk(r, leaving)
+    spin(r, 0.2)
+    status = r.node.gate._status()
+    assert r.node.gate.clamp.rejected == {}
+    assert list(status.joints_at_limit) == [], forwarded(r)[-1].points[-1].positions
+    assert 2 < status.commands_at_limit < 14
 
 
 def test_a_chunk_bounded_from_the_measured_position_starts_at_its_own_velocity(rig):

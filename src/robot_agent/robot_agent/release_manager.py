@@ -439,6 +439,8 @@ class ReleaseManager:
             int(g.commands_at_limit),
             int(a.chunks),
             float(g.seam_jump_window),
+            {j.joint: int(j.commands_at_limit) for j in g.gate_activity},
+            frozenset(g.joints_at_limit),
         )
 
     def serving(self, robot: str) -> str:
@@ -462,6 +464,10 @@ class ReleaseManager:
         objectives = objectives or Objectives()
         others = [r for r in self.robots if r not in robots]
         out = CanaryResult(release.name, list(robots), False, [])
+        # joints the live release has parked at a limit now: the new release keeping them
+        # there is not its doing (a policy that drifts to a stop in this robot's scene)
+        before = {r: self.snapshot(r) for r in robots}
+        parked = {r: s.parked if s is not None else frozenset() for r, s in before.items()}
         t_request = time.monotonic()
         try:
             out.switch = self.switch(release, robots)
@@ -477,7 +483,7 @@ class ReleaseManager:
             time.sleep(0.25)
             now = {r: self.snapshot(r) for r in self.robots}
             wins = {
-                r: RobotWindow.between(start[r], now[r])
+                r: RobotWindow.between(start[r], now[r], parked.get(r, frozenset()))
                 for r in self.robots
                 if start[r] is not None and now[r] is not None
             }

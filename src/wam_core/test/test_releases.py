@@ -6,6 +6,7 @@ import os
 import shutil
 import sqlite3
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -345,6 +346,26 @@ def test_objectives_judge_a_window_against_limits_and_the_live_robots():
     seam = RobotWindow.between(a, _snap(10.0, 500, seam=0.4))
     assert breaches(seam, o) == ['seam jump 0.400 rad > 0.100']
     assert breaches(RobotWindow.between(a, _snap(10.0, 0)), o)[0].startswith('no ticks')
+
+
+def test_a_joint_the_live_release_parked_is_not_counted_against_the_canary():
+    # the shipped policy drifts arm_joint_6 to its stop in the drill's synthetic scene
+    # (after ~20 s): a good release that keeps it there must not be rolled back for it,
+    # one that parks another joint must
+    o = Objectives()
+    a = replace(_snap(0.0, 0), at_limit_by_joint={'j2': 0, 'j6': 0})
+    kept = replace(_snap(10.0, 500, at_limit=1000), at_limit_by_joint={'j2': 0, 'j6': 1000})
+    assert breaches(RobotWindow.between(a, kept), o) == [
+        'joints at a limit in 14.3% of commands > 5.0%'
+    ]
+    assert breaches(RobotWindow.between(a, kept, frozenset({'j6'})), o) == []
+    seeker = replace(_snap(10.0, 500, at_limit=1800), at_limit_by_joint={'j2': 800, 'j6': 1000})
+    assert breaches(RobotWindow.between(a, seeker, frozenset({'j6'})), o) == [
+        'joints at a limit in 11.4% of commands > 5.0% (not counting j6, parked there before)'
+    ]
+    # a gate without per-joint counts: the total, as before
+    old = RobotWindow.between(_snap(0.0, 0), _snap(10.0, 500, at_limit=1000), frozenset({'j6'}))
+    assert old.at_limit_share == pytest.approx(1000 / 7000) and old.not_counted == ()
 
 
 def test_one_world_expert_serves_two_releases_each_robot_in_its_own_version(experts):

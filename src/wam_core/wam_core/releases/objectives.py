@@ -5,13 +5,14 @@ Each robot's window is the difference of two snapshots of its action expert's an
 gate's statuses (:class:`RobotSnapshot`), so the judgement never keeps a second set of
 counters. A canary robot is held against absolute limits and against the robots that
 keep the live release over the same window (their chunk rate: a canary that slows its
-own robot down breaches even when every tick is a chunk).
+own robot down breaches even when every tick is a chunk). A joint that the live release
+had parked at a limit when the canary started is not counted against the new one.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,9 @@ class RobotSnapshot:
     at_limit_points: int  # ... and of revolute joints at (within 2 % of) a limit
     chunks: int
     seam_jump_rad: float  # the largest position jump at a chunk join (its window's max)
+    # at_limit_points per joint, and the joints the latest forwarded chunk left at a limit
+    at_limit_by_joint: dict[str, int] = field(default_factory=dict)
+    parked: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -49,12 +53,21 @@ class RobotWindow:
     at_limit_share: float
     chunk_rate_hz: float
     seam_jump_rad: float
+    not_counted: tuple[str, ...] = ()  # joints at a limit left out of at_limit_share
 
     @classmethod
-    def between(cls, a: RobotSnapshot, b: RobotSnapshot) -> RobotWindow:
+    def between(
+        cls, a: RobotSnapshot, b: RobotSnapshot, not_counted: frozenset[str] = frozenset()
+    ) -> RobotWindow:
+        """``not_counted``: joints whose commands at a limit are left out of the share
+        (those the live release had parked there before a canary's switch)."""
         ticks = max(b.ticks - a.ticks, 0)
         points = max(b.forwarded_points - a.forwarded_points, 0)
         seconds = max(b.t - a.t, 1e-9)
+        left_out = tuple(sorted(j for j in not_counted if j in b.at_limit_by_joint))
+        at_limit = (b.at_limit_points - a.at_limit_points) - sum(
+            b.at_limit_by_joint[j] - a.at_limit_by_joint.get(j, 0) for j in left_out
+        )
         return cls(
             b.release,
             seconds,
@@ -65,9 +78,10 @@ class RobotWindow:
             b.mixed_version_ticks - a.mixed_version_ticks,
             b.safety_stops - a.safety_stops,
             (b.changed_points - a.changed_points) / points if points else 0.0,
-            (b.at_limit_points - a.at_limit_points) / points if points else 0.0,
+            max(at_limit, 0) / points if points else 0.0,
             (b.chunks - a.chunks) / seconds,
             b.seam_jump_rad,
+            left_out,
         )
 
 
@@ -117,6 +131,11 @@ def breaches(
         out.append(
             f'joints at a limit in {canary.at_limit_share:.1%} of commands '
             f'> {o.max_at_limit_share:.1%}'
+            + (
+                f' (not counting {", ".join(canary.not_counted)}, parked there before)'
+                if canary.not_counted
+                else ''
+            )
         )
     held_limit = max(o.max_held_ticks, 2.0 * (live_held_ticks or 0.0))
     if canary.held_ticks > held_limit:
