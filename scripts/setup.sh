@@ -68,14 +68,23 @@ src_hash=$(find src -type f \( -name '*.py' -o -name '*.xml' -o -name '*.msg' -o
               -o -name '*.srv' -o -name 'CMakeLists.txt' -o -name 'setup.cfg' -o -name '*.yaml' \
               -o -name '*.urdf' \) \
               -not -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+# rosidl turns .msg/.srv files into code when CMake configures, so a changed interface
+# needs a fresh configure (a plain rebuild keeps the old message classes)
+iface_hash=$(find src/wam_interfaces -type f \( -name '*.msg' -o -name '*.srv' -o -name '*.action' \) \
+              -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 if [ "$(cat "$STAMPS/build" 2>/dev/null)" != "$src_hash" ] || [ ! -f install/setup.bash ]; then
   say "colcon build"
   # shellcheck disable=SC1091
   source "$VENV/bin/activate"
   export AMENT_PREFIX_PATH="$VENV${AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}"
+  reconfigure=()
+  if [ "$(cat "$STAMPS/interfaces" 2>/dev/null)" != "$iface_hash" ]; then
+    reconfigure=(--cmake-force-configure)
+  fi
   colcon --log-base log build --base-paths src --event-handlers console_cohesion- summary+ \
-    --cmake-args -DPython3_EXECUTABLE="$VENV/bin/python" -DBUILD_TESTING=OFF
+    ${reconfigure[@]+"${reconfigure[@]}"} --cmake-args -DPython3_EXECUTABLE="$VENV/bin/python" -DBUILD_TESTING=OFF
   echo "$src_hash" > "$STAMPS/build"
+  echo "$iface_hash" > "$STAMPS/interfaces"
 else
   say "up to date"
 fi
