@@ -156,13 +156,8 @@ def measure(design: str, load: str, robots: int, seconds: float) -> dict:
     busy = []
     try:
         master.wait_ready(20)
-        cfg = MooncakeConfig(
-            master_address=master.master_address,
-            metadata_server=master.metadata_server,
-            local_hostname=WORLD_HOST,
-            reader_hostname=ROBOT_HOST,
-            global_segment_mb=64,
-            local_buffer_mb=16,
+        cfg = master.client_config(
+            WORLD_HOST, ROBOT_HOST, global_segment_mb=64, local_buffer_mb=16
         )
         ctx = mp.get_context('spawn')
         to_reader, from_reader, results = ctx.Queue(), ctx.Queue(), ctx.Queue()

@@ -205,7 +205,6 @@ def measure_fetch(shape, dtype: str, n: int) -> dict:
     from wam_core.cache.mooncake import MooncakeReader, RemoteRepresentation
     from wam_core.cache.mooncake_master import MooncakeMaster
     from wam_core.cache.protocol import storage_dtype
-    from wam_core.common.config import MooncakeConfig
     from wam_core.common.process import free_port
 
     nbytes = int(np.prod(shape)) * storage_dtype(dtype).itemsize
@@ -213,11 +212,9 @@ def measure_fetch(shape, dtype: str, n: int) -> dict:
     master = MooncakeMaster(WORLD_HOST, free_port(WORLD_HOST), free_port(WORLD_HOST)).start()
     try:
         master.wait_ready(30)
-        cfg = MooncakeConfig(
-            master_address=master.master_address,
-            metadata_server=master.metadata_server,
-            local_hostname=WORLD_HOST,
-            reader_hostname=ROBOT_HOST,
+        cfg = master.client_config(
+            WORLD_HOST,
+            ROBOT_HOST,
             global_segment_mb=segment_mb,
             local_buffer_mb=max(16, 2 * nbytes // (1 << 20)),
         )

@@ -96,7 +96,8 @@ class SafetyGate:
         self._near_upper = np.where(revolute, self.clamp.upper - margin, np.inf)
         self.commands_at_limit = 0
         self.at_limit_by_joint = np.zeros(len(self.joint_names), dtype=np.int64)
-        self.joints_at_limit: list[str] = []  # where the latest forwarded chunk ends
+        # per joint: does the latest forwarded chunk end at a limit (named in the status)
+        self._ends_at_limit = np.zeros(len(self.joint_names), dtype=bool)
         self.robot = robot_of_namespace(node.get_namespace())
         self.refused_while_stopped = 0
         self.rejected_inputs: dict[str, int] = {}
@@ -290,8 +291,7 @@ class SafetyGate:
         self.at_limit_by_joint += per_joint
         self.commands_at_limit += int(per_joint.sum())
         if len(at_limit):
-            ends = at_limit[-1]
-            self.joints_at_limit = [j for j, x in zip(self.joint_names, ends, strict=True) if x]
+            self._ends_at_limit = at_limit[-1]
         self._seam_jump_window = max(self._seam_jump_window, jump)
         self.tracker.record(start_s, times, res.positions, velocities, (base, vel))
         self.clamp_ms.add((time.perf_counter() - t0) * 1e3)
@@ -395,7 +395,9 @@ class SafetyGate:
             seam_jump_window=self._take_seam_window(),
             seam_jump_max=self.seam_jump_max,
             commands_at_limit=self.commands_at_limit,
-            joints_at_limit=list(self.joints_at_limit),
+            joints_at_limit=[
+                j for j, x in zip(self.joint_names, self._ends_at_limit, strict=True) if x
+            ],
             gate_activity=[
                 GateJointActivity(
                     joint=j,

@@ -19,7 +19,6 @@ from wam_core.cache.mooncake import (
 )
 from wam_core.cache.mooncake_master import MooncakeMaster
 from wam_core.cache.protocol import STALE, VERSION
-from wam_core.common.config import MooncakeConfig
 from wam_core.common.process import free_port
 
 pytest.importorskip('mooncake.store', reason='mooncake-transfer-engine-non-cuda not installed')
@@ -38,17 +37,9 @@ def master():
         m.stop()
 
 
-def _cfg(m, **change):
-    fields = dict(
-        master_address=m.master_address,
-        metadata_server=m.metadata_server,
-        local_hostname=WORLD_HOST,
-        reader_hostname=ROBOT_HOST,
-        global_segment_mb=16,
-        local_buffer_mb=4,
-    )
-    fields.update(change)
-    return MooncakeConfig(**fields)
+def _cfg(m, local_hostname=WORLD_HOST, **change):
+    sizes = {'global_segment_mb': 16, 'local_buffer_mb': 4}
+    return m.client_config(local_hostname, ROBOT_HOST, **{**sizes, **change})
 
 
 def _writer_proc(cfg, q_in, q_out):

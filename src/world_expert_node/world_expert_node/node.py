@@ -13,6 +13,7 @@ for a fleet, to /<robot>/world_expert/status, where each robot's harness listens
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 
@@ -515,7 +516,7 @@ class WorldExpertNode(LifecycleNode):
             primary, standby = self._release_questions.get(robot, (None, None))
             if primary is None:
                 continue
-            answer = lambda res, r=robot: self._on_release_answer(r, res)  # noqa: E731
+            answer = functools.partial(self._on_release_answer, robot)
             if not primary.ask(answer) and standby_too:
                 standby.ask(answer)  # its action expert is down: the node driving it
         for robot, wanted in list(self._release_wanted.items()):

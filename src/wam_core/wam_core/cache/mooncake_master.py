@@ -75,6 +75,19 @@ class MooncakeMaster:
     def metadata_server(self) -> str:
         return f'http://{self.host}:{self.http_port}/metadata'
 
+    def client_config(self, local_hostname: str, reader_hostname: str, **fields):
+        """The ``repr_cache.mooncake`` settings that join this master: a writer at
+        ``local_hostname``, readers at ``reader_hostname``; ``fields`` the rest (sizes)."""
+        from ..common.config import MooncakeConfig
+
+        return MooncakeConfig(
+            master_address=self.master_address,
+            metadata_server=self.metadata_server,
+            local_hostname=local_hostname,
+            reader_hostname=reader_hostname,
+            **fields,
+        )
+
     def command(self) -> list[str]:
         return [
             master_binary(),
