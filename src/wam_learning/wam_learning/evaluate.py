@@ -128,9 +128,11 @@ class Policy:
         precision: str = 'auto',
         subtask_s: float = 2.0,
         period_s: float = 0.02,
+        world_precision: str | None = None,
     ):
         p = resolve_precision(precision)
-        self.world = WorldExpert(world_dir, precision=p)
+        # the world expert at its own precision ('auto': int8 on a CPU without bf16 units)
+        self.world = WorldExpert(world_dir, precision=world_precision or p)
         self.action, manifest = load_action_expert(action_dir, precision=p)
         if manifest.extra.get('world_version') not in (None, self.world.version):
             raise ValueError(

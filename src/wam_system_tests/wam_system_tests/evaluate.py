@@ -212,15 +212,24 @@ def main(argv=None) -> int:
     world_dir, action_dir = resolve_path(world.model_dir), resolve_path(action.model_dir)
     results: dict[str, dict] = {}
     t0 = time.perf_counter()
+
+    def policy() -> Policy:  # each expert at its configured precision, as the nodes run it
+        return Policy(
+            world_dir,
+            action_dir,
+            INSTRUCTION,
+            precision=action.precision,
+            world_precision=world.precision,
+        )
+
     if 'direct' in which or 'unified' in which:
-        policy = Policy(world_dir, action_dir, INSTRUCTION, precision=world.precision)
+        direct = policy()
         for mode in ('direct', 'unified'):
             if mode in which:
-                results[mode] = evaluate(policy, seeds, mode)
+                results[mode] = evaluate(direct, seeds, mode)
                 print(f'{mode:8} success {results[mode]["successes"]}/{len(seeds)}', flush=True)
     if 'legacy' in which:
-        policy = Policy(world_dir, action_dir, INSTRUCTION, precision=world.precision)
-        results['legacy'] = evaluate(policy, seeds, 'direct', motion='legacy')
+        results['legacy'] = evaluate(policy(), seeds, 'direct', motion='legacy')
         print(f'legacy   success {results["legacy"]["successes"]}/{len(seeds)}', flush=True)
     if 'stack' in which:
         results['stack'] = evaluate_stack(seeds, args.mode, config)

@@ -33,13 +33,14 @@ def ros():
     rclpy.try_shutdown()
 
 
-def _node(model_dir, cache):
+def _node(model_dir, cache, *extra):
     return WorldExpertNode(
         cache=cache,
         parameter_overrides=[
             Parameter('model_dir', value=model_dir),
             Parameter('warmup_requests', value=2),
             Parameter('precision', value='fp32'),
+            *extra,
         ],
     )
 
@@ -138,6 +139,25 @@ def test_the_encoder_thread_gets_a_larger_cpu_share(models, ros):
     finally:
         node.release()
         node.destroy_node()
+
+
+def test_the_cpu_forward_runs_as_torchscript_graphs_from_activation(models, ros):
+    """torchscript (default true): on activate the expert's forward is traced for each
+    batch size the node sends (one robot: one observation of every view), so encodes
+    hold no GIL; false keeps the eager forward."""
+    for enabled in (True, False):
+        node = _node(
+            models['world_dir'], InProcessCache(4, 50, ''), Parameter('torchscript', value=enabled)
+        )
+        try:
+            assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+            assert node.expert.scripted_frame_counts == ()  # traced on activate, not before
+            assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+            views = len(node.expert.spec.views)
+            assert node.expert.scripted_frame_counts == ((views,) if enabled else ())
+        finally:
+            node.release()
+            node.destroy_node()
 
 
 def test_tampered_model_fails_configure_cleanly(models, ros, tmp_path):

@@ -34,8 +34,7 @@ from wam_core.common.status import OK, WARN
 from wam_core.common.thread_errors import ThreadErrors
 from wam_core.control.joint_state import JointStateError, JointStateMapper
 from wam_core.models.manifest import ManifestError
-from wam_core.models.precision import resolve_precision
-from wam_core.models.registry import enable_cuda_graphs, load_world_expert
+from wam_core.models.registry import enable_cuda_graphs, enable_torchscript, load_world_expert
 from wam_core.releases.loading import (
     FAILED,
     LOADED,
@@ -184,9 +183,7 @@ class WorldExpertNode(LifecycleNode):
             self.cfg = cfg = self.params.read()
             torch.set_num_threads(cfg.num_threads)
             model_dir = resolve_path(cfg.model_dir)
-            self.expert = load_world_expert(
-                model_dir, resolve_precision(cfg.precision, cfg.device), device=cfg.device
-            )
+            self.expert = load_world_expert(model_dir, cfg.precision, device=cfg.device)
             release = cfg.release or self.expert.version
             self.models = {release: self.expert}
             self.robot_release = {r: release for r in self.robots}
@@ -278,12 +275,23 @@ class WorldExpertNode(LifecycleNode):
         served = ', '.join(r or '(this namespace)' for r in self.robots)
         self.get_logger().info(
             f'world expert {self.expert.name} version {self.expert.version} '
-            f'loaded from {model_dir}, cache backend {self.cache.backend}; serving {served}'
+            f'({getattr(self.expert, "precision", cfg.precision)}) loaded from {model_dir}, '
+            f'cache backend {self.cache.backend}; serving {served}'
         )
         return TransitionCallbackReturn.SUCCESS
 
+    def _torchscript(self, expert, sizes: tuple[int, ...]) -> None:
+        """On a CPU: the expert's forward as TorchScript graphs, one per batch size, so
+        an encode holds no GIL (models/torchscript.py); where that fails it stays eager."""
+        if not self.cfg.torchscript or self.cfg.device != 'cpu':
+            return
+        why = enable_torchscript(expert, sizes)
+        if why:
+            self.get_logger().warning(f'{expert.name}: eager forward, no TorchScript ({why})')
+
     def on_activate(self, state: State) -> TransitionCallbackReturn:
         sizes = tuple(range(1, self.window.max_size + 1))
+        self._torchscript(self.expert, sizes)
         mean_s = self.expert.warmup(self.cfg.warmup_requests, sizes)
         freeze_heap()  # the model and warm-up stay: no later collection walks them
         for robot in self.robots:
@@ -622,9 +630,7 @@ class WorldExpertNode(LifecycleNode):
         if digest:
             verify_release_dir(model_dir, digest)
         cfg = self.cfg
-        expert = load_world_expert(
-            model_dir, resolve_precision(cfg.precision, cfg.device), device=cfg.device
-        )
+        expert = load_world_expert(model_dir, cfg.precision, device=cfg.device)
         expert.output_on_device = self.expert.output_on_device
         spec, served = expert.spec, self.expert.spec
         if (tuple(spec.shape), spec.dtype) != (tuple(served.shape), served.dtype):
@@ -647,6 +653,7 @@ class WorldExpertNode(LifecycleNode):
         # paced: a round of batch sizes, then as long again idle (the served model keeps
         # its CPU); as many encodes as an activation's warm-up
         sizes = tuple(range(1, self.window.max_size + 1))
+        self._torchscript(expert, sizes)
         paced(max(1, cfg.warmup_requests // len(sizes)), lambda: expert.warmup(1, sizes))
         return expert
 

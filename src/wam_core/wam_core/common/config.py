@@ -17,6 +17,7 @@ from .params import ConfigError, param, per_joint, section
 from .robot import TABLETOP_ARM, JointLimit, RobotDescription, description_of_file
 
 PRECISIONS = ('auto', 'bf16', 'fp16', 'fp32')
+WORLD_PRECISIONS = (*PRECISIONS, 'int8')  # int8: dynamic quantization, CPU (models/precision.py)
 CACHE_BACKENDS = ('inprocess', 'shm', 'mooncake', 'cuda_ipc')
 
 
@@ -254,8 +255,10 @@ class WorldExpertParams:
     )
     precision: str = param(
         'auto',
-        'compute dtype; auto = bf16 where the CPU computes it natively, else fp32',
-        choices=PRECISIONS,
+        "compute dtype; auto = bf16 on a GPU; on a CPU the model's choice: int8 for the ViT "
+        '(its Linear layers quantized), else bf16 where the CPU computes it natively, '
+        'else fp32',
+        choices=WORLD_PRECISIONS,
     )
     device: str = param(
         'cpu', 'where the world expert computes: cpu | cuda | cuda:N (bf16 is the GPU baseline)'
@@ -264,6 +267,12 @@ class WorldExpertParams:
         False,
         "capture each batch size's forward (1 .. batch.max_size) as a CUDA graph on activate "
         '(device cuda)',
+    )
+    torchscript: bool = param(
+        True,
+        'device cpu: run the forward as frozen TorchScript graphs (one per batch size, '
+        "traced on activate), which hold no GIL, so the process's other threads do not "
+        'stretch an encode; false: eager',
     )
     warmup_requests: int = param(
         50, 'encodes of a synthetic frame on activate, before serving', min=0, max=100000
@@ -325,6 +334,11 @@ class WorldExpertParams:
 
     def validate(self) -> None:
         check_device(self.device, self.cuda_graphs)
+        if self.precision == 'int8' and self.device != 'cpu':
+            raise ConfigError(
+                f'parameter precision int8 runs on the CPU only; with device {self.device} '
+                'set precision auto (bf16 there)'
+            )
         names = [r.strip().strip('/') for r in self.robots]
         bad = [
             r

@@ -37,7 +37,7 @@ from ..common.robot import TABLETOP_ARM, RobotDescription
 from .contract import ActionExpertSpec, ContractError
 from .cuda_graphs import GraphedCall, device_unavailable
 from .manifest import verify_manifest
-from .precision import DTYPES, resolve_precision
+from .precision import float_dtype, resolve_precision
 
 
 def arm_chain(robot: RobotDescription) -> list:
@@ -272,7 +272,9 @@ def load_action_expert(model_dir: str, precision: str = 'fp32', device: str = 'c
 
     manifest = verify_manifest(model_dir)
     with no_progress_bars():
-        model = ActionExpert.from_pretrained(model_dir, dtype=DTYPES[resolve_precision(precision)])
+        model = ActionExpert.from_pretrained(
+            model_dir, dtype=float_dtype(resolve_precision(precision))
+        )
     model.eval().to(torch.device(device))
     return model, manifest
 

@@ -383,7 +383,7 @@ def check_dirs(world_dir: str, action_dir: str, config: str | None = None) -> li
         return [Check('manifest', False, reason=str(exc))]
     checks = [Check('manifest', True, 'every file matches its sha256')]
     try:
-        world = load_world_expert(world_dir, resolve_precision(budgets.world_precision))
+        world = load_world_expert(world_dir, budgets.world_precision)
         action = load_action_expert(
             action_dir, resolve_precision(budgets.action_precision), robot=budgets.robot
         )

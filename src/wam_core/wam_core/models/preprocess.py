@@ -18,6 +18,11 @@ class Preprocessor:
             1, 3, 1, 1
         )
 
+    def affine(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-channel (scale, shift) of the normalisation, pixel * scale + shift (the
+        world expert's TorchScript graph applies it inside; the resize is not in it)."""
+        return self._scale.flatten().clone(), self._shift.flatten().clone()
+
     def __call__(self, rgb: np.ndarray) -> torch.Tensor:
         if not (rgb.flags.c_contiguous and rgb.flags.writeable):
             rgb = np.array(rgb)  # ~50 kB copy; torch wants a writable, contiguous buffer

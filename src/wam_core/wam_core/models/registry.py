@@ -105,6 +105,19 @@ def enable_cuda_graphs(expert, *args) -> None:
         raise ModelLoadError(f'CUDA graph capture failed for {expert.name}: {exc}') from None
 
 
+def enable_torchscript(expert, batch_sizes: tuple[int, ...]) -> str:
+    """Run an expert's CPU forward as TorchScript graphs, outside the GIL
+    (``enable_torchscript`` is optional in the contract: a plug-in without it keeps its
+    own forward). Returns why not, '' when done."""
+    enable = getattr(expert, 'enable_torchscript', None)
+    if enable is None:
+        return f'{type(expert).__name__} has no enable_torchscript'
+    try:
+        return enable(batch_sizes) or ''
+    except Exception as exc:  # a plug-in's failure: it keeps its eager forward
+        return f'{type(exc).__name__}: {exc}'
+
+
 def load_world_expert(
     model_dir: str,
     precision: str = 'fp32',

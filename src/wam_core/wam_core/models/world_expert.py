@@ -6,11 +6,14 @@ It runs once per distinct observation; each view's last hidden state ([tokens, h
 are the manifest's ``extra.views`` (default: one, ``front``); all views of an
 observation go through one batched forward pass.
 
-On a CUDA device the frames of a forward are staged as bytes in pinned host memory,
-uploaded in one non-blocking copy and normalised on the device; with
-``enable_cuda_graphs`` each batch size's forward is a captured CUDA graph. The host
-waits once per forward: for the representation's copy to the host, or (``on_device``,
-for the ``cuda_ipc`` cache) not at all here — the cache's writer synchronises its copy.
+On the CPU, ``enable_torchscript`` traces the forward once per frame count into a frozen
+TorchScript graph that runs without the GIL (``models/torchscript.py``: the node's other
+threads no longer stretch an encode). On a CUDA device the frames of a forward are staged
+as bytes in pinned host memory, uploaded in one non-blocking copy and normalised on the
+device; with ``enable_cuda_graphs`` each batch size's forward is a captured CUDA graph.
+The host waits once per forward: for the representation's copy to the host, or
+(``on_device``, for the ``cuda_ipc`` cache) not at all here — the cache's writer
+synchronises its copy.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from ..common.quiet_loading import no_progress_bars
 from .contract import ContractError, Observation, ViewSpec, WorldExpertSpec
 from .cuda_graphs import GraphedCall, device_unavailable
 from .manifest import verify_manifest
-from .precision import DTYPES, resolve_precision
+from .precision import INT8, load_dtype, quantize_linear_int8, resolve_precision
 from .preprocess import Preprocessor
+from .torchscript import frames_graph, pixels_graph
 
 
 def _vit(hidden: int, layers: int, heads: int, image: int) -> ViTConfig:
@@ -73,10 +77,15 @@ class WorldExpert:
         why = device_unavailable(device)
         if why:
             raise ContractError(why)
-        self.dtype = DTYPES[resolve_precision(precision, device)]
+        self.precision = resolve_precision(precision, device, int8=True)
+        self.dtype = load_dtype(self.precision)
         self.device = torch.device(device)
         self.on_cuda = self.device.type == 'cuda'
         self._graphs: dict[int, GraphedCall] = {}  # frames per forward -> its graph
+        # TorchScript on the CPU, per frames per forward: from normalised pixels, and from
+        # the camera's uint8 frames at the model's size (normalisation inside)
+        self._scripted: dict[int, torch.jit.ScriptModule] = {}
+        self._scripted_frames: dict[int, torch.jit.ScriptModule] = {}
         # pinned uint8 frames per (count, height, width), and the event of their last upload
         self._staging: dict[tuple[int, int, int], tuple] = {}
         with no_progress_bars():
@@ -84,6 +93,8 @@ class WorldExpert:
                 model_dir, add_pooling_layer=False, dtype=self.dtype
             )
         self.model.eval().to(self.device)
+        if self.precision == INT8:
+            quantize_linear_int8(self.model)
         cfg = self.model.config
         self.image_size = cfg.image_size
         self.tokens = representation_tokens(cfg)
@@ -143,6 +154,9 @@ class WorldExpert:
         graph = self._graphs.get(pixels.shape[0])
         if graph is not None:
             return graph(pixels)
+        scripted = self._scripted.get(pixels.shape[0])
+        if scripted is not None:
+            return scripted(pixels)
         return self.model(pixel_values=pixels).last_hidden_state
 
     @torch.inference_mode()
@@ -153,11 +167,18 @@ class WorldExpert:
         if on_device is None:
             on_device = self.output_on_device
         frames = [f for o in observations for f in self._frames(o)]
-        pixels = self._pixels(frames)
-        hidden = self._forward(pixels)
-        if pixels.shape[0] in self._graphs and hidden.dtype == torch.float32:
-            hidden = hidden.clone()  # the graph's output buffer is rewritten by its next replay
-        hidden = hidden.float()
+        scripted = self._scripted_frames.get(len(frames))
+        if scripted is not None and all(
+            f.shape == self._frame_shape and f.dtype == np.uint8 for f in frames
+        ):
+            # the whole encode in one call outside the GIL: np.stack is the only other op
+            hidden = scripted(torch.from_numpy(np.stack(frames)))
+        else:
+            pixels = self._pixels(frames)
+            hidden = self._forward(pixels)
+            if pixels.shape[0] in self._graphs and hidden.dtype == torch.float32:
+                hidden = hidden.clone()  # the graph's buffer is rewritten by its next replay
+            hidden = hidden.float()
         if not on_device:
             hidden = hidden.cpu().numpy()  # the one wait for the device
         self.calls += len(observations)
@@ -180,6 +201,37 @@ class WorldExpert:
             self._graphs[n] = GraphedCall(
                 lambda px: self.model(pixel_values=px).last_hidden_state, [example]
             )
+
+    @property
+    def scripted_frame_counts(self) -> tuple[int, ...]:
+        """Frames per forward that run as a TorchScript graph (empty: all eager)."""
+        return tuple(sorted(self._scripted_frames))
+
+    @property
+    def _frame_shape(self) -> tuple[int, int, int]:
+        return (self.image_size, self.image_size, 3)
+
+    def enable_torchscript(self, batch_sizes: tuple[int, ...] = (1,)) -> str:
+        """Trace the CPU forward for each batch size (observations per forward) into a
+        frozen TorchScript graph, run without the GIL. Returns why not ('' when done);
+        a batch size without a graph runs eagerly."""
+        if self.on_cuda:
+            return 'TorchScript is for the CPU forward (a GPU captures CUDA graphs)'
+        size = self.image_size
+        scale, shift = self.preprocess.affine()
+        for b in batch_sizes:
+            n = b * len(self.spec.views)
+            example = torch.zeros((n, 3, size, size), dtype=self.dtype)
+            pixels, why = pixels_graph(self.model, example)
+            if pixels is not None:
+                example = torch.zeros((n, *self._frame_shape), dtype=torch.uint8)
+                frames, why = frames_graph(self.model, scale, shift, self.dtype, example)
+            if why:
+                self._scripted.clear()
+                self._scripted_frames.clear()
+                return why
+            self._scripted[n], self._scripted_frames[n] = pixels, frames
+        return ''
 
     def warmup(self, n: int, batch_sizes: tuple[int, ...] = (1,)) -> float:
         """Run n encodes of a synthetic frame; return the mean seconds per encode."""

@@ -20,7 +20,7 @@ from ...common.quiet_loading import no_progress_bars
 from ..contract import ContractError
 from ..cuda_graphs import device_unavailable
 from ..manifest import Manifest, verify_manifest
-from ..precision import DTYPES, resolve_precision
+from ..precision import float_dtype, resolve_precision
 from .serving import Pi0Serving, read_processor
 
 REPRESENTATION_DTYPES = {
@@ -40,7 +40,7 @@ def load_pi0(
     manifest = verify_manifest(model_dir)  # refuse tampered weights before reading them
     serving = Pi0Serving.from_manifest(manifest.extra, repr(model_dir))
     processor = read_processor(model_dir)
-    dtype = DTYPES[resolve_precision(precision, device)]
+    dtype = float_dtype(resolve_precision(precision, device))
     try:
         with no_progress_bars():
             model = PI0ForConditionalGeneration.from_pretrained(model_dir, dtype=dtype)
