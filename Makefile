@@ -24,8 +24,8 @@ test: setup                       ## ruff + colcon build + colcon test + colcon 
 test-llm: setup                   ## opt-in: the LLM planner against a real llama.cpp server (builds it once)
 	@bash scripts/test_llm.sh
 
-bench: setup                      ## conformance kit, planner quality, hot-path (one and two views), harness, closed-loop, π0 and fleet-capacity benchmarks -> bench/report.json
-	@$(ENV) && python bench/models.py && python bench/planner.py && python bench/hot_path.py && python bench/harness.py && python bench/closed_loop.py && python bench/pi0.py && python bench/fleet.py && python bench/render_report.py
+bench: setup                      ## conformance kit, planner quality, the world forward, hot-path (one and two views), harness, closed-loop, π0 and fleet-capacity benchmarks -> bench/report.json
+	@$(ENV) && python bench/models.py && python bench/planner.py && python bench/world_forward.py && python bench/hot_path.py && python bench/harness.py && python bench/closed_loop.py && python bench/pi0.py && python bench/fleet.py && python bench/render_report.py
 
 data: setup                       ## record scripted demonstrations in the sim -> datasets/pick_place
 	@$(ENV) && python -m wam_learning.dataset $(DATA_ARGS)
