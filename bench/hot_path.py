@@ -118,13 +118,19 @@ def unified_baseline(config: str, ticks: int = 300) -> dict:
     from wam_core.common.params import load_params
     from wam_core.common.paths import resolve_path
     from wam_core.models.contract import Observation
-    from wam_core.models.registry import load_action_expert, load_world_expert
+    from wam_core.models.registry import (
+        enable_torchscript,
+        load_action_expert,
+        load_world_expert,
+    )
     from wam_sim.synthetic import SyntheticScene
 
     wcfg = load_params(config, 'world_expert', WorldExpertParams)
     acfg = load_params(config, 'action_expert', ActionExpertParams)
     torch.set_num_threads(wcfg.num_threads)
     world = load_world_expert(resolve_path(wcfg.model_dir), wcfg.precision)
+    if wcfg.torchscript and wcfg.device == 'cpu':  # the baseline's encode as the node runs it
+        enable_torchscript(world, (1,))
     action = load_action_expert(resolve_path(acfg.model_dir), acfg.precision)
     scene = SyntheticScene(128)
     joint = torch.zeros(1, len(action.spec.joint_names), dtype=action.dtype)

@@ -34,7 +34,7 @@ from wam_core.common.config import ActionExpertParams, HarnessParams, WorldExper
 from wam_core.common.params import load_params
 from wam_core.common.paths import default_config, resolve_path
 from wam_core.control.limits import ClampGate
-from wam_core.models.registry import load_action_expert, load_world_expert
+from wam_core.models.registry import enable_torchscript, load_action_expert, load_world_expert
 from wam_core.serving import capacity as cap
 
 
@@ -62,6 +62,10 @@ def measure_pair(param_files: list[str], log=print) -> cap.ComputeCosts:
     action_cfg = load_params(param_files, 'action_expert', ActionExpertParams)
     harness = load_params(param_files, 'harness', HarnessParams)
     world = load_world_expert(resolve_path(world_cfg.model_dir), world_cfg.precision)
+    if world_cfg.torchscript and world_cfg.device == 'cpu':  # as the node serves it
+        why = enable_torchscript(world, tuple(cap.BATCHES))
+        if why:
+            log(f'world expert: eager forward, no TorchScript ({why})')
     action = load_action_expert(resolve_path(action_cfg.model_dir), action_cfg.precision)
     gate = ClampGate(harness.robot.joint_names, harness.joint_limits, harness.control.period_s)
     scene = SyntheticScene(128)

@@ -1,6 +1,6 @@
-"""The world expert's CPU forward as TorchScript graphs: the same representation as the
-eager forward, the graphs (not the Python module) run it, and a failed trace leaves the
-expert eager with the reason."""
+"""The world expert's CPU encode as TorchScript graphs: the same representation as the
+eager encode, the graphs (not the Python module nor the Python preprocessing) run it, a
+failed trace leaves the expert eager with the reason; and what precision 'auto' gives."""
 
 import os
 
@@ -10,8 +10,9 @@ import torch
 
 from wam_core.common.paths import workspace_root
 from wam_core.models.contract import Observation
+from wam_core.models.precision import int8_engine, resolve_precision
 from wam_core.models.registry import enable_torchscript
-from wam_core.models.torchscript import pixels_graph
+from wam_core.models.torchscript import frames_graph
 from wam_core.models.world_expert import WorldExpert
 
 WORLD = os.path.join(workspace_root(), 'models', 'world_expert')
@@ -33,18 +34,22 @@ def test_the_scripted_forward_gives_the_eager_representation(precision, monkeypa
     assert enable_torchscript(world, (1, 2)) == ''
     assert world.scripted_frame_counts == (views, 2 * views)
 
-    # from here the Python module must not run: the graphs hold the whole forward
+    # from here neither the Python module nor the Python preprocessing may run: the
+    # graphs hold the whole encode, normalisation included
     def no_eager(*args, **kwargs):
-        raise AssertionError('the eager forward ran')
+        raise AssertionError('the eager path ran')
 
     monkeypatch.setattr(world.model, 'forward', no_eager)
+    monkeypatch.setattr(world, 'preprocess', no_eager)
     np.testing.assert_allclose(world.encode(obs[0]), eager_one, rtol=1e-4, atol=1e-5)
     for got, want in zip(world.encode_batch(obs), eager_two, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
-    # a camera at another size: resized in Python, then the pixels' graph
-    np.testing.assert_allclose(world.encode(larger), eager_larger, rtol=1e-4, atol=1e-5)
-    with pytest.raises(AssertionError, match='the eager forward ran'):
+    with pytest.raises(AssertionError, match='the eager path ran'):
+        world.encode(larger)  # a camera at another size: resized in Python, eager as before
+    with pytest.raises(AssertionError, match='the eager path ran'):
         world.encode_batch(_observations(world, 3))  # no graph for 3: eager, as before
+    monkeypatch.undo()
+    np.testing.assert_allclose(world.encode(larger), eager_larger, rtol=1e-4, atol=1e-5)
 
 
 def test_a_forward_that_cannot_be_traced_stays_eager_with_the_reason():
@@ -52,10 +57,32 @@ def test_a_forward_that_cannot_be_traced_stays_eager_with_the_reason():
         def forward(self, pixel_values):
             return {'logits': pixel_values.mean()}  # no last_hidden_state
 
-    graph, why = pixels_graph(NoHiddenState(), torch.zeros(1, 3, 8, 8))
+    one = torch.ones(3)
+    example = torch.zeros(1, 8, 8, 3, dtype=torch.uint8)
+    graph, why = frames_graph(NoHiddenState(), one, one, torch.float32, example)
     assert graph is None and 'last_hidden_state' in why
 
     class Plugin:  # an expert written to the contract, without the optional method
         name = 'plugin'
 
     assert 'has no enable_torchscript' in enable_torchscript(Plugin(), (1,))
+
+
+def test_auto_is_int8_for_the_vit_on_a_cpu_and_bf16_on_a_gpu():
+    assert int8_engine()  # this torch build quantizes (x86 / fbgemm)
+    assert resolve_precision('auto', 'cpu', int8=True) == 'int8'
+    assert resolve_precision('auto', 'cuda', int8=True) == 'bf16'
+    assert resolve_precision('auto', 'cpu') in ('bf16', 'fp32')  # a model without int8
+    assert WorldExpert(WORLD, precision='auto').precision == 'int8'
+
+
+def test_at_int8_a_batch_shares_one_activation_scale():
+    """Dynamic quantization scales a forward's activations together: a robot's
+    representation batched with another robot's frames differs a little from its own
+    alone (fp32 batches exactly); docs/fleet.md says so."""
+    int8, fp32 = (WorldExpert(WORLD, precision=p) for p in ('int8', 'fp32'))
+    obs = _observations(int8, 2)
+    alone, batched = int8.encode(obs[0]), int8.encode_batch(obs)[0]
+    rel = np.linalg.norm(batched - alone) / np.linalg.norm(alone)
+    assert 0 < rel < 0.05, rel
+    np.testing.assert_allclose(fp32.encode_batch(obs)[0], fp32.encode(obs[0]), atol=1e-5)

@@ -130,9 +130,9 @@ class Policy:
         period_s: float = 0.02,
         world_precision: str | None = None,
     ):
+        # the world expert at its own precision, resolved by it ('auto': int8 on a CPU)
+        self.world = WorldExpert(world_dir, precision=world_precision or precision)
         p = resolve_precision(precision)
-        # the world expert at its own precision ('auto': int8 on a CPU without bf16 units)
-        self.world = WorldExpert(world_dir, precision=world_precision or p)
         self.action, manifest = load_action_expert(action_dir, precision=p)
         if manifest.extra.get('world_version') not in (None, self.world.version):
             raise ValueError(

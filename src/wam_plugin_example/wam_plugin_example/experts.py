@@ -69,7 +69,7 @@ class PooledCnnWorld:
         self.name, self.version = self.manifest.name, self.manifest.version
         cfg = _config(model_dir)
         self.size, width, grid = int(cfg['image_size']), int(cfg['width']), int(cfg['grid'])
-        self.dtype = float_dtype(resolve_precision(precision))
+        self.dtype = float_dtype(resolve_precision(precision, device))
         self.device = torch.device(device)
         self.net = _PooledCnn(width, grid)
         self.net.load_state_dict(load_file(os.path.join(model_dir, WEIGHTS)))
@@ -127,7 +127,7 @@ class LinearDeltaAction:
             raise ContractError(f'{model_dir!r}: manifest extra.joint_names is empty')
         self.horizon, self.max_delta = int(cfg['horizon']), float(cfg['max_delta'])
         width, tokens, cond = int(cfg['repr_width']), int(cfg['repr_tokens']), int(cfg['cond'])
-        self.dtype = float_dtype(resolve_precision(precision))
+        self.dtype = float_dtype(resolve_precision(precision, device))
         self.device = torch.device(device)
         self.net = nn.Linear(width + len(joints) + cond, self.horizon * len(joints))
         self.net.load_state_dict(load_file(os.path.join(model_dir, WEIGHTS)))

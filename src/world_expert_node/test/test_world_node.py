@@ -33,13 +33,13 @@ def ros():
     rclpy.try_shutdown()
 
 
-def _node(model_dir, cache, *extra):
+def _node(model_dir, cache, *extra, precision='fp32'):
     return WorldExpertNode(
         cache=cache,
         parameter_overrides=[
             Parameter('model_dir', value=model_dir),
             Parameter('warmup_requests', value=2),
-            Parameter('precision', value='fp32'),
+            Parameter('precision', value=precision),
             *extra,
         ],
     )
@@ -142,15 +142,19 @@ def test_the_encoder_thread_gets_a_larger_cpu_share(models, ros):
 
 
 def test_the_cpu_forward_runs_as_torchscript_graphs_from_activation(models, ros):
-    """torchscript (default true): on activate the expert's forward is traced for each
+    """torchscript (default true): on activate the expert's encode is traced for each
     batch size the node sends (one robot: one observation of every view), so encodes
-    hold no GIL; false keeps the eager forward."""
+    hold no GIL; false keeps the eager forward. precision auto reaches the ViT as int8."""
     for enabled in (True, False):
         node = _node(
-            models['world_dir'], InProcessCache(4, 50, ''), Parameter('torchscript', value=enabled)
+            models['world_dir'],
+            InProcessCache(4, 50, ''),
+            Parameter('torchscript', value=enabled),
+            precision='auto',
         )
         try:
             assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+            assert node.expert.precision == 'int8'  # resolved by the ViT, not the node
             assert node.expert.scripted_frame_counts == ()  # traced on activate, not before
             assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
             views = len(node.expert.spec.views)

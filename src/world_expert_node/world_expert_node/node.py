@@ -285,6 +285,9 @@ class WorldExpertNode(LifecycleNode):
         an encode holds no GIL (models/torchscript.py); where that fails it stays eager."""
         if not self.cfg.torchscript or self.cfg.device != 'cpu':
             return
+        if not hasattr(expert, 'enable_torchscript'):  # optional: a plug-in keeps its own
+            self.get_logger().info(f'{expert.name}: its own forward (no enable_torchscript)')
+            return
         why = enable_torchscript(expert, sizes)
         if why:
             self.get_logger().warning(f'{expert.name}: eager forward, no TorchScript ({why})')

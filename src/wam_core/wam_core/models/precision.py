@@ -14,12 +14,17 @@ DTYPES = {'bf16': torch.bfloat16, 'fp16': torch.float16, 'fp32': torch.float32}
 # offers it and takes it for 'auto' on a CPU: its representation ~2 % (relative norm) from
 # fp32's, the same task success, the fastest encode here (docs/model.md).
 INT8 = 'int8'
+# torch 2.13 marks torch.ao.quantization and its quantized tensors deprecated (for
+# torchao, whose CPU int8 path needs torch.compile); the pinned torch has them. Set once
+# at import (not catch_warnings, which is not thread-safe: releases load on threads).
+warnings.filterwarnings('ignore', message=r'torch\.ao\.quantization is deprecated')
+warnings.filterwarnings('ignore', message=r'.*quantize_per_tensor.*deprecated')
 
 
 def resolve_precision(precision: str, device: str = 'cpu', int8: bool = False) -> str:
     """'auto' -> bf16 on a CUDA device (the GPU baseline); on a CPU int8 for a model that
-    offers it (``int8``), else bf16 where the CPU computes it natively (AMX /
-    AVX512-BF16), else fp32.
+    offers it (``int8``) where torch has a quantized engine, else bf16 where the CPU
+    computes it natively (AMX / AVX512-BF16), else fp32.
 
     On CPUs without bf16 units torch emulates it and a 4-layer ViT gets ~5x slower. On
     this project's AVX512-BF16 host the ViT's two-view encode took 5.8 ms at int8, 7.8 at
@@ -31,7 +36,7 @@ def resolve_precision(precision: str, device: str = 'cpu', int8: bool = False) -
         return precision
     if device.startswith('cuda'):
         return 'bf16'
-    if int8:
+    if int8 and int8_engine():
         return INT8
     try:
         with open('/proc/cpuinfo', encoding='ascii', errors='ignore') as fh:
@@ -39,6 +44,12 @@ def resolve_precision(precision: str, device: str = 'cpu', int8: bool = False) -
     except OSError:
         flags = ''
     return 'bf16' if ('amx_bf16' in flags or 'avx512_bf16' in flags) else 'fp32'
+
+
+def int8_engine() -> str:
+    """The quantized engine int8 runs on ('' where this torch build has none)."""
+    engines = torch.backends.quantized.supported_engines
+    return next((e for e in ('x86', 'fbgemm', 'onednn', 'qnnpack') if e in engines), '')
 
 
 def float_dtype(precision: str) -> torch.dtype:
@@ -59,12 +70,10 @@ def load_dtype(precision: str) -> torch.dtype:
 
 def quantize_linear_int8(model: torch.nn.Module) -> torch.nn.Module:
     """The model with every nn.Linear replaced by its dynamically quantized int8 twin."""
-    if 'x86' in torch.backends.quantized.supported_engines:
-        torch.backends.quantized.engine = 'x86'
-    with warnings.catch_warnings():
-        # torch 2.13 marks torch.ao.quantization and its quantized tensors deprecated
-        # (for torchao, whose CPU int8 path needs torch.compile); the pinned torch has them
-        warnings.simplefilter('ignore')
-        return torch.ao.quantization.quantize_dynamic(
-            model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True
-        )
+    engine = int8_engine()
+    if not engine:
+        raise ValueError('precision int8: this torch build has no quantized engine')
+    torch.backends.quantized.engine = engine
+    return torch.ao.quantization.quantize_dynamic(
+        model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True
+    )

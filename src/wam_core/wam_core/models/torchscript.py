@@ -3,9 +3,9 @@
 An eager forward of the shipped ViT is ~150 small torch ops, each called from Python: the
 calling thread takes the GIL back between two ops. In a process whose other threads run
 Python (the executor's callbacks, and in the one-process demo the 50 Hz tick and the
-simulator) every op may wait a switch interval: a two-view encode took 58-68 ms p50 beside
-one busy Python thread at the one-process stack's 0.5 ms interval, against 9-10 ms idle
-(``python bench/world_forward.py``, 2026-12-07). A traced graph runs its ops in the
+simulator) every op may wait a switch interval: a two-view encode took 60-69 ms p50 beside
+one busy Python thread at the one-process stack's 0.5 ms interval, against 7-12 ms idle
+(``python bench/world_forward.py``, 2026-12-07, docs/model.md). A traced graph runs its ops in the
 TorchScript interpreter, which holds no GIL during the call. What is left to Python is
 what surrounds the graph, so ``frames_graph`` takes the camera's bytes (uint8 [N, H, W,
 3]) and returns the float32 representation: the normalisation and the cast are inside.
@@ -23,9 +23,17 @@ import warnings
 
 import torch
 
+# What tracing says and this module knows: the ViT's shape checks and constants are
+# recorded as constants (each graph serves one input shape), and the API is deprecated.
+# Filters set once at import, not around each trace: warnings.catch_warnings swaps
+# process-wide state and is not safe on the release-load threads that also trace.
+warnings.filterwarnings('ignore', category=torch.jit.TracerWarning)
+warnings.filterwarnings('ignore', message=r'`torch\.jit\.\w+` is deprecated')
+warnings.filterwarnings('ignore', message=r'`is_gradient_checkpointing` is deprecated')
+
 
 class _LastHiddenState(torch.nn.Module):
-    """A transformers vision model as a plain normalised pixels -> float32 tensor function."""
+    """A transformers vision model as a normalised pixels -> float32 tensor function."""
 
     def __init__(self, model: torch.nn.Module):
         super().__init__()
@@ -55,10 +63,7 @@ def _trace(module: torch.nn.Module, example: torch.Tensor):
     if example.is_cuda:
         return None, 'TorchScript is for the CPU forward (a GPU captures CUDA graphs)'
     try:
-        with warnings.catch_warnings(), torch.no_grad():
-            # the tracer's notes (shape checks and constants recorded as such: the input
-            # shape is fixed per graph) and the API's deprecation notice
-            warnings.simplefilter('ignore')
+        with torch.no_grad():
             module = module.eval()
             graph = torch.jit.freeze(torch.jit.trace(module, example, check_trace=False))
             with torch.inference_mode():
@@ -70,13 +75,8 @@ def _trace(module: torch.nn.Module, example: torch.Tensor):
     return graph, ''
 
 
-def pixels_graph(model: torch.nn.Module, example: torch.Tensor):
-    """``model``'s float32 last hidden state for normalised pixels shaped as ``example``,
-    as a frozen graph checked against the eager forward; (None, why) when that fails."""
-    return _trace(_LastHiddenState(model), example)
-
-
 def frames_graph(model, scale, shift, dtype, example: torch.Tensor):
-    """The same from uint8 frames shaped as ``example`` ([N, H, W, 3], the model's size),
-    normalised as ``(x * scale + shift).to(dtype)`` inside the graph."""
+    """``model``'s float32 last hidden state for uint8 frames shaped as ``example`` ([N,
+    H, W, 3], the model's size), normalised as ``(x * scale + shift).to(dtype)`` inside,
+    as a frozen graph checked against the eager forward; (None, why) when that fails."""
     return _trace(_FramesToHiddenState(model, scale, shift, dtype), example)
