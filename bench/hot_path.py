@@ -129,7 +129,7 @@ def unified_baseline(config: str, ticks: int = 300) -> dict:
     acfg = load_params(config, 'action_expert', ActionExpertParams)
     torch.set_num_threads(wcfg.num_threads)
     world = load_world_expert(resolve_path(wcfg.model_dir), wcfg.precision)
-    if wcfg.torchscript and wcfg.device == 'cpu':  # the baseline's encode as the node runs it
+    if wcfg.traces_forward:  # the baseline's encode as the node runs it
         enable_torchscript(world, (1,))
     action = load_action_expert(resolve_path(acfg.model_dir), acfg.precision)
     scene = SyntheticScene(128)

@@ -62,7 +62,7 @@ def measure_pair(param_files: list[str], log=print) -> cap.ComputeCosts:
     action_cfg = load_params(param_files, 'action_expert', ActionExpertParams)
     harness = load_params(param_files, 'harness', HarnessParams)
     world = load_world_expert(resolve_path(world_cfg.model_dir), world_cfg.precision)
-    if world_cfg.torchscript and world_cfg.device == 'cpu':  # as the node serves it
+    if world_cfg.traces_forward:  # as the node serves it
         why = enable_torchscript(world, tuple(cap.BATCHES))
         if why:
             log(f'world expert: eager forward, no TorchScript ({why})')

@@ -283,7 +283,7 @@ class WorldExpertNode(LifecycleNode):
     def _torchscript(self, expert, sizes: tuple[int, ...]) -> None:
         """On a CPU: the expert's forward as TorchScript graphs, one per batch size, so
         an encode holds no GIL (models/torchscript.py); where that fails it stays eager."""
-        if not self.cfg.torchscript or self.cfg.device != 'cpu':
+        if not self.cfg.traces_forward:
             return
         if not hasattr(expert, 'enable_torchscript'):  # optional: a plug-in keeps its own
             self.get_logger().info(f'{expert.name}: its own forward (no enable_torchscript)')

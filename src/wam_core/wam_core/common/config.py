@@ -332,6 +332,11 @@ class WorldExpertParams:
         'manager drives the transitions)',
     )
 
+    @property
+    def traces_forward(self) -> bool:
+        """Whether the world expert's forward runs as TorchScript graphs (a CPU only)."""
+        return self.torchscript and self.device == 'cpu'
+
     def validate(self) -> None:
         check_device(self.device, self.cuda_graphs)
         if self.precision == 'int8' and self.device != 'cpu':
